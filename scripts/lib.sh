@@ -1,0 +1,30 @@
+# Shared by scripts/demo, scripts/test and scripts/bench (sourced).
+#
+# ensure_packages installs the Debian packages that are missing, running
+# `apt-get update` first only when something is missing.  build configures
+# and builds one build tree.
+
+# What building needs, and what the test suite needs on top.
+HC_BUILD_PACKAGES="gcc libc6-dev make cmake pkg-config"
+HC_TEST_PACKAGES="jq binutils"
+
+ensure_packages() {
+  local missing=() p
+  for p in "$@"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  echo "Installing missing packages: ${missing[*]}" >&2
+  local sudo=
+  [ "$(id -u)" = 0 ] || sudo=sudo
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+}
+
+# build DIR BUILD_TYPE [CMAKE_ARGS...]
+build() {
+  local dir=$1 type=$2
+  shift 2
+  cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE="$type" "$@" >/dev/null
+  cmake --build "$dir" -j"$(nproc)"
+}

@@ -1,0 +1,204 @@
+/* Small internal helpers: see util.h. */
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "util.h"
+
+void
+hc_sb_init (struct hc_sb *sb, char *buf, size_t len)
+{
+  sb->buf = buf;
+  sb->len = len;
+  sb->need = 0;
+  if (len)
+    buf[0] = '\0';
+}
+
+void
+hc_sb_printf (struct hc_sb *sb, const char *fmt, ...)
+{
+  va_list ap;
+  int r;
+
+  va_start (ap, fmt);
+  if (sb->need < sb->len)
+    r = vsnprintf (sb->buf + sb->need, sb->len - sb->need, fmt, ap);
+  else
+    r = vsnprintf (NULL, 0, fmt, ap);
+  va_end (ap);
+  if (r > 0)
+    sb->need += (size_t) r;
+}
+
+int
+hc_sb_result (const struct hc_sb *sb)
+{
+  return sb->need > INT_MAX ? INT_MAX : (int) sb->need;
+}
+
+int
+hc_parse_number (const char *s, unsigned long long *out)
+{
+  char *end;
+  unsigned long long v;
+  int base = 10;
+
+  if (!s || !s[0])
+    return -EINVAL;
+  if (s[0] == '0' && (s[1] == 'x' || s[1] == 'X')) {
+    base = 16;
+    s += 2;
+  }
+  if (!isxdigit ((unsigned char) s[0]) || (base == 10 && !isdigit ((unsigned char) s[0])))
+    return -EINVAL;
+  errno = 0;
+  v = strtoull (s, &end, base);
+  if (errno || *end != '\0')
+    return -EINVAL;
+  *out = v;
+  return 0;
+}
+
+void
+hc_parse_fail (struct hc_parse_error *err, const char *fmt, ...)
+{
+  va_list ap;
+
+  if (!err)
+    return;
+  va_start (ap, fmt);
+  vsnprintf (err->msg, sizeof err->msg, fmt, ap);
+  va_end (ap);
+}
+
+void
+hc_kv_init (struct hc_kv_reader *r, const char *text, size_t len)
+{
+  r->text = text;
+  r->len = len;
+  r->pos = 0;
+  r->line = 0;
+}
+
+/* Trims blanks at both ends of s in place and returns the new start. */
+static char *
+trim (char *s)
+{
+  char *e;
+
+  while (*s == ' ' || *s == '\t')
+    s++;
+  e = s + strlen (s);
+  while (e > s && (e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\r'))
+    *--e = '\0';
+  return s;
+}
+
+int
+hc_kv_next (struct hc_kv_reader *r, char **key, char **value, struct hc_parse_error *err)
+{
+  while (r->pos < r->len) {
+    const char *start = r->text + r->pos;
+    const char *nl = memchr (start, '\n', r->len - r->pos);
+    size_t n = nl ? (size_t) (nl - start) : r->len - r->pos;
+    char *line, *eq, *hash;
+
+    r->pos += n + (nl != NULL);
+    r->line++;
+    if (err)
+      err->line = r->line;
+    if (n >= sizeof r->buf) {
+      hc_parse_fail (err, "line longer than %zu bytes", sizeof r->buf - 1);
+      return -EINVAL;
+    }
+    if (memchr (start, '\0', n)) {
+      hc_parse_fail (err, "NUL byte in line");
+      return -EINVAL;
+    }
+    memcpy (r->buf, start, n);
+    r->buf[n] = '\0';
+    if ((hash = strchr (r->buf, '#')))
+      *hash = '\0';
+    line = trim (r->buf);
+    if (!*line)
+      continue;
+    eq = strchr (line, '=');
+    if (!eq) {
+      hc_parse_fail (err, "expected 'key = value', got '%s'", line);
+      return -EINVAL;
+    }
+    *eq = '\0';
+    *key = trim (line);
+    *value = trim (eq + 1);
+    if (!**key) {
+      hc_parse_fail (err, "missing key before '='");
+      return -EINVAL;
+    }
+    if (!**value) {
+      hc_parse_fail (err, "missing value after '%s ='", *key);
+      return -EINVAL;
+    }
+    return 1;
+  }
+  return 0;
+}
+
+int
+hc_read_small_file (const char *path, size_t max, char **text, size_t *len)
+{
+  int fd = open (path, O_RDONLY | O_CLOEXEC);
+  char *buf = NULL;
+  size_t n = 0, cap = 0;
+  int rc = 0;
+
+  if (fd < 0)
+    return -errno;
+  for (;;) {
+    ssize_t r;
+    if (cap - n < 4096) {
+      size_t ncap = cap ? cap * 2 : 8192;
+      char *nb;
+      if (cap > max + 1) {
+        rc = -EFBIG;
+        break;
+      }
+      if (!(nb = realloc (buf, ncap + 1))) {
+        rc = -ENOMEM;
+        break;
+      }
+      buf = nb;
+      cap = ncap;
+    }
+    r = read (fd, buf + n, cap - n);
+    if (r < 0) {
+      if (errno == EINTR)
+        continue;
+      rc = -errno;
+      break;
+    }
+    if (r == 0)
+      break;
+    n += (size_t) r;
+    if (n > max) {
+      rc = -EFBIG;
+      break;
+    }
+  }
+  close (fd);
+  if (rc < 0) {
+    free (buf);
+    return rc;
+  }
+  if (!buf && !(buf = malloc (1)))
+    return -ENOMEM;
+  buf[n] = '\0';
+  *text = buf;
+  *len = n;
+  return 0;
+}

@@ -1,0 +1,67 @@
+/* Small internal helpers shared by the library's modules: strict number
+ * parsing, a bounded string builder with snprintf semantics, a reader for
+ * "key = value" config texts, and reading a small file whole.
+ *
+ * Internal: not exported from the shared library.
+ */
+#ifndef HC_UTIL_H
+#define HC_UTIL_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hintcache/classes.h" /* struct hc_parse_error */
+
+/* A string builder over a caller's buffer.  Output is truncated to fit (and
+ * always NUL-terminated when len > 0); `need` counts what the whole text
+ * needs, like snprintf's return value. */
+struct hc_sb {
+  char *buf;
+  size_t len;
+  size_t need;
+};
+
+/* Starts a builder over buf[len] (buf may be NULL when len is 0). */
+void hc_sb_init (struct hc_sb *sb, char *buf, size_t len);
+
+/* Appends formatted text. */
+void hc_sb_printf (struct hc_sb *sb, const char *fmt, ...)
+    __attribute__ ((format (printf, 2, 3)));
+
+/* Returns the length the whole text needs, clamped to INT_MAX. */
+int hc_sb_result (const struct hc_sb *sb);
+
+/* Parses a whole string as an unsigned integer, decimal or 0x-hex (never
+ * octal): no sign, no blanks, no trailing text.  Returns 0 or -EINVAL (also
+ * on overflow). */
+int hc_parse_number (const char *s, unsigned long long *out);
+
+/* Formats a parse error message into err->msg (err may be NULL). */
+void hc_parse_fail (struct hc_parse_error *err, const char *fmt, ...)
+    __attribute__ ((format (printf, 2, 3)));
+
+/* A reader of "key = value" lines.  '#' starts a comment; blank lines are
+ * skipped; keys and values are trimmed.  The reader copies the text, so the
+ * returned pointers stay valid until the next call. */
+struct hc_kv_reader {
+  const char *text;
+  size_t len;
+  size_t pos;
+  unsigned line; /* number of the line last returned */
+  char buf[512];
+};
+
+/* Starts reading text[len]. */
+void hc_kv_init (struct hc_kv_reader *r, const char *text, size_t len);
+
+/* Returns the next pair: 1 with *key and *value set, 0 at the end, or -EINVAL
+ * for a malformed line (no '=', empty key, a line over 511 bytes, a NUL byte)
+ * with err filled, line number included. */
+int hc_kv_next (struct hc_kv_reader *r, char **key, char **value, struct hc_parse_error *err);
+
+/* Reads a whole file of at most `max` bytes into a malloc'd, NUL-terminated
+ * buffer.  Returns 0, -EFBIG if larger, or the negative errno of open/read. */
+int hc_read_small_file (const char *path, size_t max, char **text, size_t *len);
+
+#endif /* HC_UTIL_H */

@@ -1,0 +1,29 @@
+/* hintcache: the command-line tool.
+ *
+ * Git-style: `hintcache COMMAND [SUBCOMMAND] [ARGS]`, each with --help.  This
+ * file only dispatches; each command lives in tools/cmd_<name>.c.  Only the
+ * tool prints and exits — the library never does.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "hintcache/hintcache.h"
+#include "cli.h"
+#include "commands.h"
+
+static const struct cli_command commands[] = {
+  { "hint", cmd_hint, "hint model and transport codecs: decode, encode, map, classes" },
+};
+
+int
+main (int argc, char **argv)
+{
+  if (argc >= 2 && strcmp (argv[1], "--version") == 0) {
+    printf ("hintcache %s\n", hc_version ());
+    return 0;
+  }
+  if (argc >= 2 && (strcmp (argv[1], "-h") == 0 || strcmp (argv[1], "--help") == 0)) {
+    printf ("hintcache %s: a hint-aware hybrid drive in user space.\n\n", hc_version ());
+  }
+  return cli_dispatch (NULL, commands, sizeof commands / sizeof commands[0], argc, argv);
+}
