@@ -4,6 +4,7 @@
  *   hint.h     classes, advice, flags, the hint value type and its resolution
  *   classes.h  per-class performance attributes and their config file
  *   codec.h    transport codecs and device profiles
+ *   tier.h     storage tiers: file, memory, timing and fault decorators
  */
 #ifndef HINTCACHE_H
 #define HINTCACHE_H
@@ -11,6 +12,7 @@
 #include "hint.h"
 #include "classes.h"
 #include "codec.h"
+#include "tier.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -1,0 +1,69 @@
+/* hintcache — statistics.
+ *
+ * Counters are kept per class × operation × outcome, in cache blocks (and
+ * bytes where named).  A miss is a lookup that found nothing; it is then
+ * either admitted or bypassed, and a bypass says why.  "Hint hits" are hits
+ * on blocks that a hint admitted or protected (willneed, a high-priority
+ * class): the hint-efficacy figure is their share of all hits.
+ */
+#ifndef HINTCACHE_STATS_H
+#define HINTCACHE_STATS_H
+
+#include <stdint.h>
+
+#include "hint.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Why a missed block was not admitted to the fast tier. */
+enum hc_bypass {
+  HC_BYPASS_MODE = 0,   /* the cache mode sends it to the slow tier */
+  HC_BYPASS_ADVICE,     /* dontneed or evict advice */
+  HC_BYPASS_CLASS,      /* the class does not admit this operation */
+  HC_BYPASS_SHARE,      /* the class holds its maximum share */
+  HC_BYPASS_SEQUENTIAL, /* the stream is past the sequential cutoff */
+  HC_BYPASS_PARTIAL,    /* a write of part of a block that is not cached */
+  HC_BYPASS_FULL,       /* no clean, idle block to evict */
+  HC_BYPASS_ERROR,      /* the fast tier failed */
+  HC_BYPASS_POLICY,     /* the replacement policy declined */
+};
+#define HC_BYPASS_COUNT 9
+
+/* Operations, as indices of the per-operation counters. */
+enum hc_stat_op { HC_STAT_READ = 0, HC_STAT_WRITE = 1 };
+
+struct hc_class_stats {
+  uint64_t hits[2];                     /* by enum hc_stat_op */
+  uint64_t misses[2];
+  uint64_t admissions[2];
+  uint64_t bypass[2][HC_BYPASS_COUNT];
+  uint64_t evictions;                   /* blocks dropped to make room */
+  uint64_t writebacks;                  /* dirty blocks written to the slow tier */
+  uint64_t hint_hits;                   /* hits on blocks a hint admitted or protected */
+  uint64_t bytes[2];                    /* bytes clients read / wrote with this class */
+  uint64_t flash_bytes_written;         /* fills and write hits: the endurance cost */
+  uint64_t blocks;                      /* now cached */
+  uint64_t dirty;                       /* now dirty */
+};
+
+struct hc_stats {
+  struct hc_class_stats cls[HC_CLASS_COUNT];
+  uint64_t cache_blocks;   /* capacity */
+  uint64_t free_blocks;    /* reusable now */
+  uint64_t pending_blocks; /* freed, reusable after the next commit */
+  uint64_t commits;        /* metadata commits */
+  uint64_t flushes;        /* client flushes */
+  uint64_t prefetched;     /* blocks brought in by willneed */
+  uint64_t errors_fast;    /* fast-tier errors survived */
+};
+
+/* Returns the name of a bypass reason ("sequential"), or NULL. */
+const char *hc_bypass_name (unsigned reason);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* HINTCACHE_STATS_H */

@@ -1,0 +1,260 @@
+/* The cache directory: see dir.h for the rules.
+ *
+ * Statistics are counted here and only here, so the volume and the
+ * replayer report the same numbers for the same decisions.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "dir.h"
+
+/* How far a class-share eviction searches from each queue's tail. */
+#define SHARE_SCAN 256
+
+int
+hc_dir_init (struct hc_dir *d, uint32_t n, unsigned policy_id, const hc_classes *classes,
+             bool defer_free)
+{
+  int rc;
+
+  memset (d, 0, sizeof *d);
+  d->classes = classes;
+  d->defer_free = defer_free;
+  if ((rc = hc_map_init (&d->map, n)) < 0)
+    return rc;
+  if ((rc = hc_policy_init (&d->policy, policy_id, &d->map, classes)) < 0) {
+    hc_map_fini (&d->map);
+    return rc;
+  }
+  d->stats.cache_blocks = n;
+  return 0;
+}
+
+void
+hc_dir_fini (struct hc_dir *d)
+{
+  hc_policy_fini (&d->policy);
+  hc_map_fini (&d->map);
+}
+
+size_t
+hc_dir_bytes (const struct hc_dir *d)
+{
+  return hc_map_bytes (&d->map) + hc_policy_bytes (&d->policy);
+}
+
+void
+hc_dir_attrs (const struct hc_dir *d, unsigned cls, struct hc_class_attrs *a)
+{
+  if (!d->classes || hc_classes_get (d->classes, cls, a) < 0)
+    hc_class_defaults (cls, a);
+}
+
+uint32_t
+hc_dir_access (struct hc_dir *d, const struct hc_access *a)
+{
+  struct hc_class_stats *s = &d->stats.cls[a->hint.cls];
+  uint32_t c = hc_map_lookup (&d->map, a->origin);
+
+  if (c == HC_NIL) {
+    s->misses[a->write]++;
+    return HC_NIL;
+  }
+  s->hits[a->write]++;
+  if (d->map.meta[c] & HC_M_HINTED)
+    s->hint_hits++;
+  hc_policy_hit (&d->policy, c, a);
+  return c;
+}
+
+bool
+hc_dir_admit (struct hc_dir *d, const struct hc_access *a, enum hc_bypass *why)
+{
+  struct hc_class_attrs attrs;
+
+  if (a->hint.advice == HC_ADVICE_DONTNEED || a->hint.advice == HC_ADVICE_EVICT) {
+    *why = HC_BYPASS_ADVICE;
+    return false;
+  }
+  hc_dir_attrs (d, a->hint.cls, &attrs);
+  if (a->hint.advice != HC_ADVICE_WILLNEED && !(a->write ? attrs.admit_write : attrs.admit_read)) {
+    *why = HC_BYPASS_CLASS;
+    return false;
+  }
+  if (attrs.max_share == 0) {
+    *why = HC_BYPASS_SHARE;
+    return false;
+  }
+  return hc_policy_admit (&d->policy, a, why);
+}
+
+void
+hc_dir_bypass (struct hc_dir *d, const struct hc_access *a, enum hc_bypass why)
+{
+  d->stats.cls[a->hint.cls].bypass[a->write][why]++;
+}
+
+/* Unmaps block c, which its queue no longer holds, and parks it. */
+static void
+drop (struct hc_dir *d, uint32_t c)
+{
+  uint64_t w = d->map.meta[c];
+  unsigned cls = hc_meta_class (w);
+
+  d->occupancy[cls]--;
+  if (w & HC_M_DIRTY)
+    d->ndirty[cls]--;
+  hc_map_remove (&d->map, c);
+  hc_list_push_head (&d->map, d->defer_free ? &d->map.pending : &d->map.free, c);
+}
+
+uint32_t
+hc_dir_evict (struct hc_dir *d, unsigned cls, hc_evictable_fn ok, void *arg)
+{
+  uint32_t c = cls < HC_CLASS_COUNT
+                   ? hc_policy_victim_of_class (&d->policy, cls, 0, 1, SHARE_SCAN, ok, arg)
+                   : hc_policy_victim (&d->policy, ok, arg);
+
+  if (c != HC_NIL) {
+    d->stats.cls[hc_meta_class (d->map.meta[c])].evictions++;
+    drop (d, c);
+  }
+  return c;
+}
+
+bool
+hc_dir_make_room (struct hc_dir *d, const struct hc_access *a, hc_evictable_fn ok, void *arg,
+                  enum hc_bypass *why)
+{
+  struct hc_class_attrs attrs;
+  unsigned cls = a->hint.cls;
+  uint64_t share;
+
+  hc_dir_attrs (d, cls, &attrs);
+  share = (uint64_t) d->map.n * attrs.max_share / 100;
+  if (attrs.max_share < 100 && d->occupancy[cls] >= share) {
+    if (hc_dir_evict (d, cls, ok, arg) == HC_NIL) {
+      *why = HC_BYPASS_SHARE;
+      return false;
+    }
+    return true;
+  }
+  if (d->map.free.count == 0 && hc_dir_evict (d, HC_CLASS_COUNT, ok, arg) == HC_NIL) {
+    *why = HC_BYPASS_FULL;
+    return false;
+  }
+  return true;
+}
+
+uint32_t
+hc_dir_take_free (struct hc_dir *d)
+{
+  return hc_list_pop_head (&d->map, &d->map.free);
+}
+
+void
+hc_dir_install (struct hc_dir *d, uint32_t c, const struct hc_access *a, bool dirty)
+{
+  unsigned cls = a->hint.cls;
+
+  hc_map_insert (&d->map, c, a->origin, cls, dirty);
+  d->occupancy[cls]++;
+  if (dirty)
+    d->ndirty[cls]++;
+  d->stats.cls[cls].admissions[a->write]++;
+  hc_policy_insert (&d->policy, c, a);
+}
+
+void
+hc_dir_invalidate (struct hc_dir *d, uint32_t c)
+{
+  hc_policy_remove (&d->policy, c);
+  drop (d, c);
+}
+
+void
+hc_dir_relocate (struct hc_dir *d, uint32_t from, uint32_t to)
+{
+  hc_map_relocate (&d->map, from, to);
+  hc_list_push_head (&d->map, d->defer_free ? &d->map.pending : &d->map.free, from);
+}
+
+void
+hc_dir_set_dirty (struct hc_dir *d, uint32_t c, unsigned cls)
+{
+  uint64_t w = d->map.meta[c];
+  unsigned old = hc_meta_class (w);
+
+  if (w & HC_M_DIRTY)
+    d->ndirty[old]--;
+  d->occupancy[old]--;
+  d->occupancy[cls]++;
+  d->ndirty[cls]++;
+  hc_map_set_field (&d->map, c, HC_M_CLASS_MASK, HC_M_CLASS_SHIFT, cls);
+  d->map.meta[c] |= HC_M_DIRTY;
+}
+
+void
+hc_dir_set_clean (struct hc_dir *d, uint32_t c)
+{
+  uint64_t w = d->map.meta[c];
+  unsigned cls = hc_meta_class (w);
+  struct hc_class_attrs attrs;
+
+  if (!(w & HC_M_DIRTY))
+    return;
+  d->map.meta[c] &= ~HC_M_DIRTY;
+  d->ndirty[cls]--;
+  d->stats.cls[cls].writebacks++;
+  hc_dir_attrs (d, cls, &attrs);
+  if (!attrs.admit_read)
+    hc_policy_demote (&d->policy, c);
+}
+
+void
+hc_dir_demote (struct hc_dir *d, uint32_t c)
+{
+  hc_policy_demote (&d->policy, c);
+}
+
+void
+hc_dir_protect (struct hc_dir *d, uint32_t c)
+{
+  struct hc_access a = {
+    .origin = hc_meta_origin (d->map.meta[c]),
+    .hint = { .cls = (uint8_t) hc_meta_class (d->map.meta[c]), .advice = HC_ADVICE_WILLNEED },
+  };
+  hc_policy_hit (&d->policy, c, &a);
+  d->map.meta[c] |= HC_M_HINTED;
+}
+
+uint32_t
+hc_dir_release_pending (struct hc_dir *d, bool (*busy) (void *arg, uint32_t c), void *arg)
+{
+  struct hc_map *m = &d->map;
+  uint32_t moved = 0, c = m->pending.tail;
+
+  while (c != HC_NIL) {
+    uint32_t prev = m->prev[c];
+    if (!busy || !busy (arg, c)) {
+      hc_list_remove (m, &m->pending, c);
+      hc_list_push_head (m, &m->free, c);
+      moved++;
+    }
+    c = prev;
+  }
+  return moved;
+}
+
+void
+hc_dir_stats (const struct hc_dir *d, struct hc_stats *out)
+{
+  *out = d->stats;
+  for (unsigned c = 0; c < HC_CLASS_COUNT; c++) {
+    out->cls[c].blocks = d->occupancy[c];
+    out->cls[c].dirty = d->ndirty[c];
+  }
+  out->cache_blocks = d->map.n;
+  out->free_blocks = d->map.free.count;
+  out->pending_blocks = d->map.pending.count;
+}

@@ -1,0 +1,126 @@
+/* The cache directory's mapping: which slow-tier block each fast-tier cache
+ * block holds, and the lists every cache block lives on.
+ *
+ * A cache block c (0 … n−1) has one 64-bit meta word:
+ *
+ *     bits  0–39  origin: the slow-tier block number it holds
+ *     bits 40–42  class of its data (the class it was last written or
+ *                 admitted with; travels with dirty data to the cleaner)
+ *     bit  43     valid: c is mapped
+ *     bit  44     dirty: c is newer than the slow tier
+ *     bit  45     hinted: admitted or protected because of a hint
+ *     bits 46–47  queue: which policy queue c is on
+ *     bits 48–49  freq: the policy's access counter
+ *     bit  50     demoted: advised dontneed (first to go)
+ *
+ * and two 32-bit links (prev, next), so every block sits on exactly one
+ * intrusive list at a time: the free list, the pending list (freed but not
+ * reusable until the metadata that freed it is durable), or one of four
+ * policy queues — a mapped block is always on queue[its queue bits], which
+ * the policies maintain.
+ * An open-addressing hash index (linear probing, 32-bit slots, load ≤ 0.85)
+ * finds the block holding an origin.  In all, 8 + 8 + ~4.7 bytes per block;
+ * pins (1 byte) live beside it in the engine.
+ *
+ * Not thread-safe: the owner (the volume, under its lock, or the replayer)
+ * serialises calls.
+ */
+#ifndef HC_CACHE_MAP_H
+#define HC_CACHE_MAP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define HC_NIL UINT32_MAX
+#define HC_ORIGIN_BITS 40
+#define HC_ORIGIN_MAX ((UINT64_C (1) << HC_ORIGIN_BITS) - 1)
+
+/* Meta word fields. */
+#define HC_M_ORIGIN_MASK HC_ORIGIN_MAX
+#define HC_M_CLASS_SHIFT 40
+#define HC_M_CLASS_MASK (UINT64_C (7) << HC_M_CLASS_SHIFT)
+#define HC_M_VALID (UINT64_C (1) << 43)
+#define HC_M_DIRTY (UINT64_C (1) << 44)
+#define HC_M_HINTED (UINT64_C (1) << 45)
+#define HC_M_QUEUE_SHIFT 46
+#define HC_M_QUEUE_MASK (UINT64_C (3) << HC_M_QUEUE_SHIFT)
+#define HC_M_FREQ_SHIFT 48
+#define HC_M_FREQ_MASK (UINT64_C (3) << HC_M_FREQ_SHIFT)
+#define HC_M_DEMOTED (UINT64_C (1) << 50)
+
+/* A list threaded through the map's links. */
+struct hc_list {
+  uint32_t head; /* newest */
+  uint32_t tail; /* oldest */
+  uint32_t count;
+};
+
+struct hc_map {
+  uint32_t n;          /* cache blocks */
+  uint64_t *meta;      /* n meta words */
+  uint32_t *prev, *next;
+  uint32_t *slots;     /* hash index: cache block + 1, 0 = empty */
+  uint32_t nslots;
+  uint32_t mapped;     /* valid blocks */
+  struct hc_list queue[4]; /* policy queues: a mapped block is on queue[queue bits] */
+  struct hc_list free; /* unmapped, reusable now */
+  struct hc_list pending; /* unmapped, reusable after the next commit */
+};
+
+/* Creates a map of n blocks, all on the free list in ascending order.
+ * Returns 0, -EINVAL (n = 0 or too large) or -ENOMEM. */
+int hc_map_init (struct hc_map *m, uint32_t n);
+
+/* Frees the map's arrays. */
+void hc_map_fini (struct hc_map *m);
+
+/* Bytes of RAM the map uses. */
+size_t hc_map_bytes (const struct hc_map *m);
+
+static inline uint64_t hc_meta_origin (uint64_t w) { return w & HC_M_ORIGIN_MASK; }
+static inline unsigned hc_meta_class (uint64_t w) { return (unsigned) ((w & HC_M_CLASS_MASK) >> HC_M_CLASS_SHIFT); }
+static inline unsigned hc_meta_queue (uint64_t w) { return (unsigned) ((w & HC_M_QUEUE_MASK) >> HC_M_QUEUE_SHIFT); }
+static inline unsigned hc_meta_freq (uint64_t w) { return (unsigned) ((w & HC_M_FREQ_MASK) >> HC_M_FREQ_SHIFT); }
+
+/* Sets a field of block c's meta word. */
+static inline void
+hc_map_set_field (struct hc_map *m, uint32_t c, uint64_t mask, unsigned shift, uint64_t v)
+{
+  m->meta[c] = (m->meta[c] & ~mask) | ((v << shift) & mask);
+}
+
+/* Returns the block holding origin, or HC_NIL. */
+uint32_t hc_map_lookup (const struct hc_map *m, uint64_t origin);
+
+/* Maps free or pending block c (already unlinked) to origin with class cls;
+ * origin must not be mapped already.  Queue/freq/hinted bits start at 0. */
+void hc_map_insert (struct hc_map *m, uint32_t c, uint64_t origin, unsigned cls, bool dirty);
+
+/* Unmaps block c (it must be valid and already unlinked from its queue). */
+void hc_map_remove (struct hc_map *m, uint32_t c);
+
+/* Moves the mapping of block `from` to block `to` (a free block, unlinked):
+ * `to` takes over from's meta word and its place on its policy queue; `from`
+ * is left unmapped and unlinked.  Used for copy-on-write: the policy's state
+ * travels with the data. */
+void hc_map_relocate (struct hc_map *m, uint32_t from, uint32_t to);
+
+/* ---- Lists. ---- */
+
+static inline void hc_list_init (struct hc_list *l) { l->head = l->tail = HC_NIL; l->count = 0; }
+
+/* Adds c at the head (newest end) / the tail (oldest end). */
+void hc_list_push_head (struct hc_map *m, struct hc_list *l, uint32_t c);
+void hc_list_push_tail (struct hc_map *m, struct hc_list *l, uint32_t c);
+
+/* Removes c, which must be on l. */
+void hc_list_remove (struct hc_map *m, struct hc_list *l, uint32_t c);
+
+/* Removes and returns the tail (oldest), or HC_NIL. */
+uint32_t hc_list_pop_tail (struct hc_map *m, struct hc_list *l);
+
+/* Removes and returns the head, or HC_NIL. */
+uint32_t hc_list_pop_head (struct hc_map *m, struct hc_list *l);
+
+#endif /* HC_CACHE_MAP_H */

@@ -1,0 +1,118 @@
+/* The on-disk format of a hintcache volume.
+ *
+ * Everything persistent lives on the fast tier, in 512-byte sectors that each
+ * carry their own checksum, because a sector is what a device writes
+ * atomically: a power cut can leave any mix of old and new sectors of a
+ * larger write, but never half a sector.  So a checksum failure is always
+ * corruption, never a torn write, and `open` and `check` can tell the two
+ * apart.  Integers are little-endian.
+ *
+ *   fast tier                                       slow tier
+ *   ┌──────────────┐ 0                              ┌──────────────┐ 0
+ *   │ superblock A │ (one sector, in a 4 KiB slot)  │ volume data  │
+ *   │ superblock B │ 4 KiB                          │  (untouched  │
+ *   │ table        │ 8 KiB: one 8-byte entry per    │   layout: a  │
+ *   │              │ cache block, 63 per sector     │   filesystem │
+ *   │ range hints  │ 31 per sector                  │   stays      │
+ *   │ journal      │ a ring of sectors, 31 records  │   readable)  │
+ *   │ data         │ cache blocks, block-aligned    ├──────────────┤
+ *   └──────────────┘                                │ slow label   │ last 4 KiB
+ *                                                   └──────────────┘
+ *
+ * Superblock: two copies; a write goes to the older one with a higher
+ * generation, and open takes the valid copy with the highest generation.
+ * It holds the geometry, the mode, the UUIDs of the cache and of the slow
+ * tier, and where journal replay starts.
+ *
+ * Table entry (8 bytes): origin block (bits 39–0), class of the data (42–40),
+ * valid (43), dirty (44) — the persistent bits of the in-RAM meta word.
+ *
+ * Journal: copy-on-write data plus a write-ahead log of metadata.  A write
+ * never overwrites a cache block that a durable mapping points to; it goes
+ * to a free block, and the mapping change is a journal record.  A commit
+ * flushes the slow tier (so "clean" is true), flushes the fast tier (so the
+ * data of every new mapping is durable), then writes the commit's records as
+ * consecutive journal sectors with FUA, the last marked END.  Replay applies
+ * whole commits only.  Blocks freed by a commit become reusable only after
+ * it.  A checkpoint writes the changed table sectors in place, flushes, and
+ * moves the replay start in the superblock past everything written.
+ *
+ * Journal sector: seq (8), checksum (4), count (1), flags (1), reserved (2),
+ * then 31 records of 16 bytes.  Sequence numbers grow by one per sector and
+ * are never reused, so a stale sector from an earlier lap of the ring never
+ * has the expected number: the first unexpected number ends the log.
+ */
+#ifndef HC_ENGINE_FORMAT_H
+#define HC_ENGINE_FORMAT_H
+
+#include <stdint.h>
+#include <string.h>
+
+#define HC_FMT_VERSION 1
+#define HC_FMT_SB_MAGIC "HCVOLUM1"
+#define HC_FMT_LABEL_MAGIC "HCSLOWT1"
+#define HC_FMT_SECTOR 512u
+#define HC_FMT_SB_SLOT 4096u
+#define HC_FMT_TABLE_OFF (2 * HC_FMT_SB_SLOT)
+#define HC_FMT_LABEL_SIZE 4096u
+
+#define HC_FMT_TABLE_PER_SECTOR 63u  /* 8-byte header + 63 × 8 */
+#define HC_FMT_RANGE_PER_SECTOR 31u  /* 16-byte header + 31 × 16 */
+#define HC_FMT_JREC_PER_SECTOR 31u   /* 16-byte header + 31 × 16 */
+#define HC_FMT_PATH_MAX 200u
+
+/* Journal record types. */
+enum { HC_JREC_MAP = 1, HC_JREC_RANGE = 2 };
+/* Journal sector flags. */
+#define HC_JFLAG_END 1u
+
+/* Table entry bits (the persistent bits of the meta word). */
+#define HC_FMT_ENTRY_MASK ((UINT64_C (1) << 45) - 1)
+
+/* Superblock flags. */
+#define HC_SB_CLEAN 1u /* closed cleanly: nothing to replay */
+
+static inline void hc_put16 (uint8_t *p, uint16_t v) { p[0] = v; p[1] = v >> 8; }
+static inline void hc_put32 (uint8_t *p, uint32_t v) { for (int i = 0; i < 4; i++) p[i] = v >> (8 * i); }
+static inline void hc_put64 (uint8_t *p, uint64_t v) { for (int i = 0; i < 8; i++) p[i] = v >> (8 * i); }
+static inline uint16_t hc_get16 (const uint8_t *p) { return (uint16_t) (p[0] | p[1] << 8); }
+static inline uint32_t hc_get32 (const uint8_t *p)
+{ uint32_t v = 0; for (int i = 3; i >= 0; i--) v = v << 8 | p[i]; return v; }
+static inline uint64_t hc_get64 (const uint8_t *p)
+{ uint64_t v = 0; for (int i = 7; i >= 0; i--) v = v << 8 | p[i]; return v; }
+
+/* The superblock, decoded. */
+struct hc_sb {
+  uint32_t version;
+  uint32_t flags;
+  uint64_t generation;
+  uint8_t cache_uuid[16];
+  uint8_t slow_uuid[16];
+  uint64_t fast_size;       /* bytes the layout needs on the fast tier */
+  uint64_t slow_label_off;  /* where the slow tier's label is */
+  uint64_t volume_size;     /* bytes of the volume (slow tier up to the label) */
+  uint32_t block_size;
+  uint32_t nblocks;
+  uint64_t table_off, table_sectors;
+  uint64_t range_off, range_sectors;
+  uint64_t journal_off, journal_sectors;
+  uint64_t data_off;
+  uint32_t mode, policy;
+  uint64_t replay_seq;      /* first journal sector of the log */
+  uint64_t replay_pos;      /* its position in the ring */
+  char slow_path[HC_FMT_PATH_MAX + 1]; /* where the slow tier was at format */
+};
+
+/* Superblock field offsets within its sector. */
+enum {
+  SB_MAGIC = 0, SB_VERSION = 8, SB_FLAGS = 12, SB_GEN = 16, SB_CUUID = 24, SB_SUUID = 40,
+  SB_FAST_SIZE = 56, SB_LABEL_OFF = 64, SB_VOL_SIZE = 72, SB_BLOCK = 80, SB_NBLOCKS = 84,
+  SB_TABLE_OFF = 88, SB_TABLE_SECT = 96, SB_RANGE_OFF = 104, SB_RANGE_SECT = 112,
+  SB_JOURNAL_OFF = 120, SB_JOURNAL_SECT = 128, SB_DATA_OFF = 136, SB_MODE = 144, SB_POLICY = 148,
+  SB_REPLAY_SEQ = 152, SB_REPLAY_POS = 160, SB_PATH = 168, SB_CSUM = 504,
+};
+
+/* Slow label offsets. */
+enum { LB_MAGIC = 0, LB_VERSION = 8, LB_SUUID = 16, LB_CUUID = 32, LB_SIZE = 48, LB_CSUM = 504 };
+
+#endif /* HC_ENGINE_FORMAT_H */

@@ -1,0 +1,136 @@
+/* hintaware: the default policy — S3-FIFO that listens to hints.
+ *
+ * With no hints every block is "unclassified" and this is exactly S3-FIFO
+ * (s3fifo.c), plus a per-stream sequential cutoff.  Hints change four
+ * things, each read from the class attribute table rather than from class
+ * names, so an administrator's table steers it:
+ *
+ *   where a block starts   a class of priority ≥ 12 (metadata, transaction
+ *                          by default) or willneed advice starts in the main
+ *                          FIFO with one hit of credit: it is protected, and
+ *                          counts as "hinted" for the hint-efficacy figure.
+ *                          Others start in the small FIFO as usual.
+ *   how it ages            a class of priority < 4 (journal, streaming,
+ *                          background) needs two hits to leave the small
+ *                          FIFO, loses two credits per pass in main, and is
+ *                          not remembered in the ghost when evicted — one
+ *                          re-read of a backup block does not make it hot.
+ *   what goes first        dontneed advice on a hit demotes the block to the
+ *                          eviction end of the small FIFO.
+ *   what is admitted       a miss on a stream past the sequential cutoff is
+ *                          not admitted (willneed overrides); the cache
+ *                          directory already refused what the class's
+ *                          admission rules, the advice and the class's
+ *                          maximum share forbid.
+ *
+ * Journal blocks are not kept once written back: the directory demotes a
+ * cleaned block whose class does not admit reads.
+ */
+#include "s3fifo.h"
+
+#define PROTECT_PRIORITY 12
+#define LOW_PRIORITY 4
+
+static unsigned
+block_priority (const struct hc_policy *p, uint64_t w)
+{
+  return hc_policy_priority (p, hc_meta_class (w));
+}
+
+static unsigned
+ha_promote (const struct hc_policy *p, uint64_t w)
+{
+  return block_priority (p, w) < LOW_PRIORITY ? 2 : 1;
+}
+
+static unsigned
+ha_age (const struct hc_policy *p, uint64_t w)
+{
+  return block_priority (p, w) < LOW_PRIORITY ? 2 : 1;
+}
+
+static bool
+ha_remember (const struct hc_policy *p, uint64_t w)
+{
+  return block_priority (p, w) >= LOW_PRIORITY;
+}
+
+static const struct hc_s3_rules rules = { ha_promote, ha_age, ha_remember };
+
+static int
+ha_init (struct hc_policy *p)
+{
+  return hc_s3_init (p, 0.10);
+}
+
+static bool
+ha_admit (struct hc_policy *p, const struct hc_access *a, enum hc_bypass *why)
+{
+  (void) p;
+  if (a->seq && a->hint.advice != HC_ADVICE_WILLNEED) {
+    *why = HC_BYPASS_SEQUENTIAL;
+    return false;
+  }
+  return true;
+}
+
+/* Is this access protected by its hint? */
+static bool
+is_protected (const struct hc_policy *p, const struct hc_access *a)
+{
+  return a->hint.advice == HC_ADVICE_WILLNEED
+         || (a->hint.cls != HC_CLASS_UNCLASSIFIED
+             && hc_policy_priority (p, a->hint.cls) >= PROTECT_PRIORITY);
+}
+
+static void
+ha_insert (struct hc_policy *p, uint32_t c, const struct hc_access *a)
+{
+  struct hc_s3 *s = p->state;
+  struct hc_map *m = p->map;
+
+  if (is_protected (p, a)) {
+    hc_map_set_field (m, c, HC_M_FREQ_MASK, HC_M_FREQ_SHIFT, 1);
+    m->meta[c] |= HC_M_HINTED;
+    hc_policy_enqueue (m, c, HC_S3_MAIN, false);
+  } else if (hc_ghost_contains (&s->ghost, a->origin)
+             && hc_policy_priority (p, a->hint.cls) >= LOW_PRIORITY) {
+    hc_policy_enqueue (m, c, HC_S3_MAIN, false);
+  } else {
+    hc_policy_enqueue (m, c, HC_S3_SMALL, false);
+  }
+}
+
+static void
+ha_hit (struct hc_policy *p, uint32_t c, const struct hc_access *a)
+{
+  struct hc_map *m = p->map;
+
+  if (a->hint.advice == HC_ADVICE_DONTNEED) {
+    hc_s3_demote (p, c);
+    return;
+  }
+  hc_s3_hit (p, c);
+  if (is_protected (p, a))
+    m->meta[c] |= HC_M_HINTED;
+}
+
+static uint32_t
+ha_victim (struct hc_policy *p, hc_evictable_fn ok, void *arg)
+{
+  return hc_s3_victim (p, &rules, ok, arg);
+}
+
+const struct hc_policy_ops hc_policy_hintaware = {
+  .name = "hintaware",
+  .title = "S3-FIFO steered by class priority and advice (default)",
+  .init = ha_init,
+  .fini = hc_s3_fini,
+  .admit = ha_admit,
+  .insert = ha_insert,
+  .hit = ha_hit,
+  .victim = ha_victim,
+  .remove = hc_s3_remove,
+  .demote = hc_s3_demote,
+  .bytes = hc_s3_bytes,
+};

@@ -1,0 +1,315 @@
+/* The cache directory and its policies: LRU against an independent
+ * reference, S3-FIFO's scan resistance, the hint-aware policy reducing to
+ * S3-FIFO without hints, the admission rules, class shares, deferred
+ * freeing, and victims that must be clean. */
+#include <math.h>
+#include <string.h>
+
+#include "cache/dir.h"
+#include "test.h"
+
+static uint64_t rng;
+static uint64_t
+next_rand (void)
+{
+  rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+  return rng;
+}
+
+static bool always (void *arg, uint32_t c) { (void) arg, (void) c; return true; }
+
+/* One access as the replayer does it; returns true on a hit. */
+static bool
+access1 (struct hc_dir *d, uint64_t origin, struct hc_hint h, bool write)
+{
+  struct hc_access a = { .origin = origin, .hint = h, .write = write };
+  enum hc_bypass why;
+
+  if (hc_dir_access (d, &a) != HC_NIL)
+    return true;
+  if (!hc_dir_admit (d, &a, &why) || !hc_dir_make_room (d, &a, always, NULL, &why)) {
+    hc_dir_bypass (d, &a, why);
+    return false;
+  }
+  uint32_t c = hc_dir_take_free (d);
+  CHECK (c != HC_NIL, "room was made");
+  hc_dir_install (d, c, &a, write);
+  return false;
+}
+
+/* A skewed trace: 80 % of accesses to 20 % of `span`. */
+static uint64_t
+skewed (uint64_t span)
+{
+  uint64_t r = next_rand ();
+  return (r % 10 < 8) ? (r >> 8) % (span / 5) : (r >> 8) % span;
+}
+
+/* Reference LRU: an array, most recent first. */
+static unsigned
+reference_lru_hits (const uint64_t *trace, unsigned n, unsigned size)
+{
+  uint64_t cache[512];
+  unsigned used = 0, hits = 0;
+  for (unsigned i = 0; i < n; i++) {
+    unsigned j;
+    for (j = 0; j < used && cache[j] != trace[i]; j++)
+      ;
+    if (j < used)
+      hits++;
+    else if (used < size)
+      j = used++;
+    else
+      j = size - 1;
+    memmove (cache + 1, cache, j * sizeof cache[0]);
+    cache[0] = trace[i];
+  }
+  return hits;
+}
+
+static void
+test_lru_exact (void)
+{
+  enum { N = 50000, SIZE = 300 };
+  static uint64_t trace[N];
+  struct hc_dir d;
+  unsigned hits = 0;
+
+  rng = 42;
+  for (unsigned i = 0; i < N; i++)
+    trace[i] = skewed (3000);
+  CHECK (hc_dir_init (&d, SIZE, HC_POLICY_LRU, NULL, false) == 0, "init");
+  for (unsigned i = 0; i < N; i++)
+    hits += access1 (&d, trace[i], (struct hc_hint) { 0 }, i % 3 == 0);
+  unsigned want = reference_lru_hits (trace, N, SIZE);
+  CHECK (hits == want, "lru hits %u, reference %u", hits, want);
+  CHECK (hits > N / 10, "some hits (%u)", hits);
+  hc_dir_fini (&d);
+}
+
+/* Zipf(0.9) over 20,000 blocks, by inverse CDF. */
+static double zipf_cdf[20000];
+static uint64_t
+zipf (void)
+{
+  double u = (double) (next_rand () >> 11) / 9007199254740992.0;
+  unsigned lo = 0, hi = 19999;
+  while (lo < hi) {
+    unsigned mid = (lo + hi) / 2;
+    if (zipf_cdf[mid] < u)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return (uint64_t) lo * 7919 % 20000;
+}
+
+static void
+zipf_setup (void)
+{
+  double sum = 0, acc = 0;
+  for (unsigned i = 0; i < 20000; i++)
+    sum += zipf_cdf[i] = pow (i + 1, -0.9);
+  for (unsigned i = 0; i < 20000; i++)
+    zipf_cdf[i] = (acc += zipf_cdf[i] / sum);
+}
+
+/* A Zipf hot set at 10 % cache, with a one-time scan interleaved (one scan
+ * block per hot access) as a backup running beside the workload would. */
+static unsigned
+scan_trace_hits (unsigned policy, bool hot_only, struct hc_hint scan_hint)
+{
+  struct hc_dir d;
+  unsigned hits = 0;
+  uint64_t scan = 1000000;
+
+  rng = 7;
+  hc_dir_init (&d, 2000, policy, NULL, false);
+  for (unsigned i = 0; i < 300000; i++) {
+    hits += access1 (&d, zipf (), (struct hc_hint) { 0 }, false);
+    if (!hot_only)
+      access1 (&d, scan++, scan_hint, false);
+  }
+  hc_dir_fini (&d);
+  return hits;
+}
+
+static void
+test_scan_resistance (void)
+{
+  struct hc_hint none = { 0 }, bg = { .cls = HC_CLASS_BACKGROUND };
+  zipf_setup ();
+  unsigned lru = scan_trace_hits (HC_POLICY_LRU, false, none);
+  unsigned s3 = scan_trace_hits (HC_POLICY_S3FIFO, false, none);
+  unsigned ha = scan_trace_hits (HC_POLICY_HINTAWARE, false, none);
+  unsigned ha_hinted = scan_trace_hits (HC_POLICY_HINTAWARE, false, bg);
+  unsigned lru_hinted = scan_trace_hits (HC_POLICY_LRU, false, bg);
+  unsigned alone = scan_trace_hits (HC_POLICY_LRU, true, none);
+  unsigned s3_alone = scan_trace_hits (HC_POLICY_S3FIFO, true, none);
+
+  printf ("hot-set hits with a scan: lru %u, s3fifo %u, hintaware %u; "
+          "scan hinted background: hintaware %u, lru %u; no scan: lru %u, s3fifo %u\n", lru, s3,
+          ha, ha_hinted, lru_hinted, alone, s3_alone);
+  CHECK (s3_alone > alone, "s3fifo beats lru on Zipf (%u vs %u)", s3_alone, alone);
+  CHECK (s3 > lru + lru / 10, "s3fifo resists the scan (%u vs %u)", s3, lru);
+  CHECK (ha == s3, "hint-aware without hints is S3-FIFO (%u vs %u)", ha, s3);
+  /* A background hint keeps the scan out entirely: hinted runs match the
+   * runs without the scan. */
+  CHECK (lru_hinted == alone, "background scan not admitted (%u vs %u)", lru_hinted, alone);
+  CHECK (ha_hinted == s3_alone, "hinted hint-aware = no scan (%u vs %u)", ha_hinted, s3_alone);
+}
+
+static void
+test_admission (void)
+{
+  struct hc_dir d;
+  hc_classes *t;
+  struct hc_class_attrs a;
+  enum hc_bypass why;
+
+  hc_classes_new (&t);
+  hc_dir_init (&d, 100, HC_POLICY_HINTAWARE, t, false);
+
+  struct hc_access acc = { .origin = 1, .hint = { .advice = HC_ADVICE_DONTNEED } };
+  CHECK (!hc_dir_admit (&d, &acc, &why) && why == HC_BYPASS_ADVICE, "dontneed");
+  acc.hint = (struct hc_hint) { .advice = HC_ADVICE_EVICT };
+  CHECK (!hc_dir_admit (&d, &acc, &why) && why == HC_BYPASS_ADVICE, "evict");
+  acc.hint = (struct hc_hint) { .cls = HC_CLASS_STREAMING };
+  CHECK (!hc_dir_admit (&d, &acc, &why) && why == HC_BYPASS_CLASS, "streaming read");
+  acc.hint.advice = HC_ADVICE_WILLNEED;
+  CHECK (hc_dir_admit (&d, &acc, &why), "willneed overrides the class rule");
+  acc.hint = (struct hc_hint) { .cls = HC_CLASS_JOURNAL };
+  CHECK (!hc_dir_admit (&d, &acc, &why), "journal read miss");
+  acc.write = true;
+  CHECK (hc_dir_admit (&d, &acc, &why), "journal write");
+  acc.seq = true;
+  acc.write = false;
+  acc.hint = (struct hc_hint) { 0 };
+  CHECK (!hc_dir_admit (&d, &acc, &why) && why == HC_BYPASS_SEQUENTIAL, "sequential cutoff");
+
+  /* Shares: data may hold 10 % = 10 blocks, paging none. */
+  hc_classes_get (t, HC_CLASS_DATA, &a);
+  a.max_share = 10;
+  hc_classes_set (t, HC_CLASS_DATA, &a);
+  hc_classes_get (t, HC_CLASS_PAGING, &a);
+  a.max_share = 0;
+  hc_classes_set (t, HC_CLASS_PAGING, &a);
+  for (uint64_t o = 100; o < 160; o++)
+    access1 (&d, o, (struct hc_hint) { .cls = HC_CLASS_DATA }, false);
+  struct hc_stats st;
+  hc_dir_stats (&d, &st);
+  CHECK (st.cls[HC_CLASS_DATA].blocks == 10, "data held to its share: %llu",
+         (unsigned long long) st.cls[HC_CLASS_DATA].blocks);
+  CHECK (st.free_blocks == 90, "the rest stays free");
+  acc = (struct hc_access) { .origin = 5, .hint = { .cls = HC_CLASS_PAGING } };
+  CHECK (!hc_dir_admit (&d, &acc, &why) && why == HC_BYPASS_SHARE, "zero share");
+  access1 (&d, 5, acc.hint, false);
+  hc_dir_stats (&d, &st);
+  CHECK (st.cls[HC_CLASS_PAGING].bypass[0][HC_BYPASS_SHARE] == 1 && st.cls[HC_CLASS_PAGING].misses[0] == 1,
+         "bypass counted with its reason");
+  hc_dir_fini (&d);
+  hc_classes_free (t);
+}
+
+/* Victims must be clean: the test's ok() refuses dirty blocks. */
+static bool
+clean_only (void *arg, uint32_t c)
+{
+  struct hc_dir *d = arg;
+  return !(d->map.meta[c] & HC_M_DIRTY);
+}
+
+static void
+test_deferred_and_dirty (void)
+{
+  struct hc_dir d;
+  enum hc_bypass why;
+
+  for (unsigned p = 0; p < HC_POLICY_COUNT; p++) {
+    hc_dir_init (&d, 8, p, NULL, true);
+    for (uint64_t o = 0; o < 8; o++) {
+      struct hc_access a = { .origin = o, .write = true };
+      uint32_t c = hc_dir_take_free (&d);
+      hc_dir_install (&d, c, &a, true);
+    }
+    struct hc_access a = { .origin = 100 };
+    CHECK (!hc_dir_make_room (&d, &a, clean_only, &d, &why) && why == HC_BYPASS_FULL,
+           "%s: all dirty, no room", hc_policy_name_of (p));
+    uint32_t c3 = hc_dir_find (&d, 3);
+    hc_dir_set_clean (&d, c3);
+    CHECK (hc_dir_make_room (&d, &a, clean_only, &d, &why), "%s: the clean block goes",
+           hc_policy_name_of (p));
+    CHECK (hc_dir_find (&d, 3) == HC_NIL && d.map.pending.count == 1 && d.map.free.count == 0,
+           "%s: evicted to pending", hc_policy_name_of (p));
+    CHECK (hc_dir_take_free (&d) == HC_NIL, "pending is not reusable");
+    CHECK (hc_dir_release_pending (&d, NULL, NULL) == 1 && hc_dir_take_free (&d) == c3,
+           "%s: released after commit", hc_policy_name_of (p));
+
+    /* Copy-on-write relocation keeps the mapping and parks the old block. */
+    hc_list_push_head (&d.map, &d.map.free, c3);
+    uint32_t c5 = hc_dir_find (&d, 5), to = hc_dir_take_free (&d);
+    hc_dir_relocate (&d, c5, to);
+    CHECK (hc_dir_find (&d, 5) == to && (d.map.meta[to] & HC_M_DIRTY) && d.map.pending.head == c5,
+           "%s: relocated", hc_policy_name_of (p));
+    hc_dir_fini (&d);
+  }
+}
+
+static void
+test_journal_demoted_after_writeback (void)
+{
+  struct hc_dir d;
+  hc_dir_init (&d, 20, HC_POLICY_HINTAWARE, NULL, false);
+  for (uint64_t o = 0; o < 20; o++)
+    access1 (&d, o, (struct hc_hint) { 0 }, false);
+  struct hc_access j = { .origin = 500, .hint = { .cls = HC_CLASS_JOURNAL }, .write = true };
+  uint32_t victim = hc_dir_evict (&d, HC_CLASS_COUNT, always, NULL);
+  CHECK (victim != HC_NIL, "evict");
+  hc_dir_install (&d, hc_dir_take_free (&d), &j, true);
+  uint32_t jc = hc_dir_find (&d, 500);
+  hc_dir_set_clean (&d, jc);
+  CHECK (hc_dir_evict (&d, HC_CLASS_COUNT, always, NULL) == jc,
+         "a written-back journal block is the next to go");
+  struct hc_stats st;
+  hc_dir_stats (&d, &st);
+  CHECK (st.cls[HC_CLASS_JOURNAL].writebacks == 1 && st.cls[HC_CLASS_JOURNAL].evictions == 1,
+         "counted");
+  hc_dir_fini (&d);
+}
+
+static void
+test_protection (void)
+{
+  /* Metadata (priority 14) survives a flood of unclassified one-time reads
+   * better under the hint-aware policy than under S3-FIFO. */
+  unsigned kept[2];
+  unsigned pol[2] = { HC_POLICY_S3FIFO, HC_POLICY_HINTAWARE };
+  for (unsigned k = 0; k < 2; k++) {
+    struct hc_dir d;
+    unsigned hits = 0;
+    uint64_t flood = 1000000;
+    rng = 99;
+    hc_dir_init (&d, 500, pol[k], NULL, false);
+    for (unsigned i = 0; i < 100000; i++) {
+      hits += access1 (&d, next_rand () % 300, (struct hc_hint) { .cls = HC_CLASS_METADATA }, false);
+      for (int f = 0; f < 3; f++)
+        access1 (&d, (flood++ / 2), (struct hc_hint) { 0 }, false);
+    }
+    kept[k] = hits;
+    hc_dir_fini (&d);
+  }
+  printf ("metadata hits under a flood: s3fifo %u, hintaware %u\n", kept[0], kept[1]);
+  CHECK (kept[1] > kept[0], "hint-aware protects metadata (%u vs %u)", kept[1], kept[0]);
+}
+
+int
+main (void)
+{
+  test_lru_exact ();
+  test_scan_resistance ();
+  test_admission ();
+  test_deferred_and_dirty ();
+  test_journal_demoted_after_writeback ();
+  test_protection ();
+  return test_exit ("test_cache_dir");
+}

@@ -1,0 +1,429 @@
+/* Tiers: the door's contract checks, the memory and file tiers (round trips,
+ * FUA, flush, discard, zero, size rounding, read-only, O_DIRECT where the
+ * filesystem has it, refusals of what is not a file), and the timing model
+ * and its decorator (sequential runs, seek by distance, flash latencies,
+ * totals).  File tiers live on temporary files under /tmp. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "hintcache/tier.h"
+#include "test.h"
+
+#define KiB ((uint64_t) 1 << 10)
+#define MiB ((uint64_t) 1 << 20)
+#define GiB ((uint64_t) 1 << 30)
+
+/* Fills buf with a pattern that differs per seed and per byte. */
+static void
+fill (void *buf, size_t len, unsigned seed)
+{
+  unsigned char *p = buf;
+
+  for (size_t i = 0; i < len; i++)
+    p[i] = (unsigned char) (seed * 131u + i * 7u + (i >> 9) + 1);
+}
+
+/* True if len bytes at buf are all zero. */
+static bool
+all_zero (const void *buf, size_t len)
+{
+  const unsigned char *p = buf;
+
+  for (size_t i = 0; i < len; i++)
+    if (p[i])
+      return false;
+  return true;
+}
+
+/* True if a and b agree to a relative 1e-9 (the model is plain arithmetic,
+ * so only rounding separates it from the formula). */
+static bool
+close_to (double a, double b)
+{
+  double d = a > b ? a - b : b - a, m = b > 0 ? b : -b;
+
+  return d <= 1e-9 * (m > 1 ? m : 1);
+}
+
+/* True if the tier reads back `len` bytes at `off` equal to `want`. */
+static bool
+reads_as (hc_tier *t, uint64_t off, const void *want, size_t len)
+{
+  unsigned char *got = malloc (len);
+  bool same = got && hc_tier_read (t, got, len, off) == 0 && memcmp (got, want, len) == 0;
+
+  free (got);
+  return same;
+}
+
+/* True if the tier reads back zeros over [off, off+len). */
+static bool
+reads_zero (hc_tier *t, uint64_t off, size_t len)
+{
+  unsigned char *got = malloc (len);
+  bool zero = got && hc_tier_read (t, got, len, off) == 0 && all_zero (got, len);
+
+  free (got);
+  return zero;
+}
+
+/* The checks every tier makes at the door, on a tier of 64 KiB. */
+static void
+test_door (hc_tier *t)
+{
+  unsigned char buf[1024] = { 0 };
+  uint64_t size = hc_tier_size (t);
+
+  CHECK_EQ (hc_tier_read (t, buf, 512, 1), -EINVAL, "misaligned offset");
+  CHECK_EQ (hc_tier_read (t, buf, 100, 0), -EINVAL, "misaligned length");
+  CHECK_EQ (hc_tier_write (t, buf, 512, 256, 0), -EINVAL, "misaligned write");
+  CHECK_EQ (hc_tier_read (t, buf, 512, size), -EINVAL, "read at the end");
+  CHECK_EQ (hc_tier_read (t, buf, 1024, size - 512), -EINVAL, "read across the end");
+  CHECK_EQ (hc_tier_write (t, buf, 512, size + 512, 0), -EINVAL, "write beyond the end");
+  CHECK_EQ (hc_tier_discard (t, 512, UINT64_MAX - 511), -EINVAL, "wrapping range");
+  CHECK_EQ (hc_tier_zero (t, 0, size + 512), -EINVAL, "zero beyond the end");
+  CHECK_EQ (hc_tier_discard (t, 3, 512), -EINVAL, "misaligned discard");
+  CHECK_EQ (hc_tier_write (t, buf, 512, 0, 2), -EINVAL, "unknown write flag");
+  CHECK_EQ (hc_tier_write (t, buf, 512, 0, ~0u), -EINVAL, "every flag");
+  CHECK_EQ (hc_tier_read (t, buf, 0, 0), 0, "empty read");
+  CHECK_EQ (hc_tier_read (t, buf, 0, size), 0, "empty read at the end");
+  CHECK_EQ (hc_tier_write (t, buf, 0, 512, 0), 0, "empty write");
+  CHECK_EQ (hc_tier_write (t, buf, 0, 512, HC_TIER_FUA), 0, "empty FUA write");
+  CHECK_EQ (hc_tier_discard (t, 0, 0), 0, "empty discard");
+  CHECK_EQ (hc_tier_zero (t, size, 0), 0, "empty zero");
+}
+
+/* Write, read, discard and zero with patterns, on any writable tier of at
+ * least 64 KiB. */
+static void
+test_roundtrip (hc_tier *t, const char *what)
+{
+  unsigned char a[8192], b[4096];
+
+  fill (a, sizeof a, 1);
+  fill (b, sizeof b, 2);
+  CHECK_EQ (hc_tier_write (t, a, sizeof a, 4096, 0), 0, "%s: write", what);
+  CHECK (reads_as (t, 4096, a, sizeof a), "%s: read back", what);
+  CHECK (reads_as (t, 8192, a + 4096, 512), "%s: read back a part", what);
+  CHECK_EQ (hc_tier_write (t, b, sizeof b, 6144, HC_TIER_FUA), 0, "%s: FUA write", what);
+  CHECK (reads_as (t, 4096, a, 2048) && reads_as (t, 6144, b, sizeof b)
+         && reads_as (t, 10240, a + 6144, 2048), "%s: overlapping FUA write", what);
+  CHECK_EQ (hc_tier_flush (t), 0, "%s: flush", what);
+
+  /* Discard the middle; the neighbours stay. */
+  CHECK_EQ (hc_tier_discard (t, 6144, 2048), 0, "%s: discard", what);
+  CHECK (reads_zero (t, 6144, 2048), "%s: discarded reads zeros", what);
+  CHECK (reads_as (t, 4096, a, 2048) && reads_as (t, 8192, b + 2048, 2048),
+         "%s: discard kept the neighbours", what);
+  CHECK_EQ (hc_tier_zero (t, 8192, 1024), 0, "%s: zero", what);
+  CHECK (reads_zero (t, 8192, 1024), "%s: zeroed reads zeros", what);
+  CHECK (reads_as (t, 9216, b + 3072, 1024), "%s: zero kept the neighbours", what);
+
+  /* The last sector of the tier is reachable. */
+  CHECK_EQ (hc_tier_write (t, b, 512, hc_tier_size (t) - 512, 0), 0, "%s: last sector", what);
+  CHECK (reads_as (t, hc_tier_size (t) - 512, b, 512), "%s: last sector back", what);
+}
+
+static void
+test_memory (void)
+{
+  hc_tier *t = NULL, *big;
+
+  CHECK_EQ (hc_tier_new_memory (0, &t), -EINVAL, "empty");
+  CHECK_EQ (hc_tier_new_memory (1000, &t), -EINVAL, "not whole sectors");
+  CHECK (t == NULL, "nothing returned on failure");
+  CHECK_EQ (hc_tier_new_memory (64 * KiB, &t), 0, "64 KiB");
+  CHECK_EQ (hc_tier_size (t), 64 * KiB, "size");
+  CHECK_EQ (hc_tier_caps (t), (unsigned) HC_CAP_DISCARD, "caps");
+  CHECK (strcmp (hc_tier_name (t), "memory") == 0, "name %s", hc_tier_name (t));
+  CHECK (reads_zero (t, 0, 64 * KiB), "zero-filled");
+  test_door (t);
+  test_roundtrip (t, "memory");
+  hc_tier_close (t);
+  hc_tier_close (NULL);
+
+  /* Past 1 MiB the contents are mapped instead; same behaviour. */
+  CHECK_EQ (hc_tier_new_memory (4 * MiB, &big), 0, "4 MiB");
+  CHECK (reads_zero (big, 4 * MiB - 64 * KiB, 64 * KiB), "mapped zero-filled");
+  test_roundtrip (big, "mapped memory");
+  hc_tier_close (big);
+}
+
+/* Makes a temporary file of `size` bytes; returns its descriptor, with the
+ * name in path[32]. */
+static int
+temp_file (char path[32], off_t size)
+{
+  int fd;
+
+  strcpy (path, "/tmp/hc_tier_XXXXXX");
+  fd = mkstemp (path);
+  CHECK (fd >= 0, "mkstemp");
+  if (fd >= 0)
+    CHECK (ftruncate (fd, size) == 0, "ftruncate");
+  return fd;
+}
+
+/* O_DIRECT with page-aligned buffers, where the filesystem allows it. */
+static void
+test_direct (const char *path)
+{
+  hc_tier *t;
+  void *a = NULL, *b = NULL;
+  int rc = hc_tier_open_file (path, HC_TIER_DIRECT, &t);
+
+  if (rc == -EINVAL) {
+    printf ("test_tier: O_DIRECT not supported on /tmp, skipped\n");
+    return;
+  }
+  CHECK_EQ (rc, 0, "open O_DIRECT");
+  if (rc < 0)
+    return;
+  CHECK (posix_memalign (&a, 4096, 16384) == 0 && posix_memalign (&b, 4096, 16384) == 0,
+         "aligned buffers");
+  fill (a, 16384, 9);
+  CHECK_EQ (hc_tier_write (t, a, 16384, 4096, 0), 0, "direct write");
+  CHECK (hc_tier_read (t, b, 16384, 4096) == 0 && memcmp (a, b, 16384) == 0, "direct read");
+  CHECK_EQ (hc_tier_write (t, a, 4096, 65536, HC_TIER_FUA), 0, "direct FUA write");
+  CHECK (hc_tier_read (t, b, 4096, 65536) == 0 && memcmp (a, b, 4096) == 0, "direct FUA back");
+  CHECK_EQ (hc_tier_zero (t, 8192, 4096), 0, "direct zero");
+  CHECK_EQ (hc_tier_discard (t, 12288, 4096), 0, "direct discard");
+  CHECK (hc_tier_read (t, b, 16384, 4096) == 0 && memcmp (a, b, 4096) == 0
+         && all_zero ((char *) b + 4096, 8192) && memcmp ((char *) a + 12288,
+                                                          (char *) b + 12288, 4096) == 0,
+         "direct zero and discard");
+  CHECK_EQ (hc_tier_flush (t), 0, "direct flush");
+  free (a);
+  free (b);
+  hc_tier_close (t);
+}
+
+static void
+test_file (void)
+{
+  char path[32], small[32], name[64];
+  unsigned char a[8192], got[8192];
+  hc_tier *t, *ro;
+  int fd, sfd;
+
+  fd = temp_file (path, (off_t) MiB);
+  CHECK_EQ (hc_tier_open_file (path, 0, &t), 0, "open %s", path);
+  CHECK_EQ (hc_tier_size (t), MiB, "size");
+  CHECK_EQ (hc_tier_caps (t), (unsigned) (HC_CAP_PERSISTENT | HC_CAP_FUA | HC_CAP_DISCARD),
+            "caps %#x", hc_tier_caps (t));
+  snprintf (name, sizeof name, "file:%s", path);
+  CHECK (strcmp (hc_tier_name (t), name) == 0, "name %s", hc_tier_name (t));
+  CHECK (reads_zero (t, 0, 64 * KiB), "new file reads zeros");
+  test_door (t);
+  test_roundtrip (t, "file");
+
+  /* The data really is in the file, at the same offsets. */
+  fill (a, sizeof a, 5);
+  CHECK_EQ (hc_tier_write (t, a, sizeof a, 512 * KiB, HC_TIER_FUA), 0, "FUA write");
+  CHECK (pread (fd, got, sizeof got, 512 * KiB) == (ssize_t) sizeof got
+         && memcmp (a, got, sizeof a) == 0, "in the file");
+  CHECK_EQ (hc_tier_discard (t, 512 * KiB, 4096), 0, "discard");
+  CHECK (pread (fd, got, sizeof got, 512 * KiB) == (ssize_t) sizeof got
+         && all_zero (got, 4096) && memcmp (a + 4096, got + 4096, 4096) == 0,
+         "discard punched only its range");
+  hc_tier_close (t);
+
+  /* Contents survive closing; a read-only open reads them but writes
+   * nothing. */
+  CHECK_EQ (hc_tier_open_file (path, HC_TIER_READONLY, &ro), 0, "open read-only");
+  CHECK (reads_as (ro, 512 * KiB + 4096, a + 4096, 4096), "persistent");
+  CHECK_EQ (hc_tier_caps (ro), (unsigned) HC_CAP_PERSISTENT, "read-only caps");
+  CHECK_EQ (hc_tier_write (ro, a, 512, 0, 0), -EROFS, "read-only write");
+  CHECK_EQ (hc_tier_write (ro, a, 512, 0, HC_TIER_FUA), -EROFS, "read-only FUA write");
+  CHECK_EQ (hc_tier_discard (ro, 0, 512), -EROFS, "read-only discard");
+  CHECK_EQ (hc_tier_zero (ro, 0, 512), -EROFS, "read-only zero");
+  CHECK_EQ (hc_tier_flush (ro), 0, "read-only flush");
+  CHECK (reads_as (ro, 512 * KiB + 4096, a + 4096, 4096), "unchanged");
+  hc_tier_close (ro);
+
+  test_direct (path);
+
+  /* A file that shrinks under the tier: a read past its new end is an
+   * error, not silent zeros. */
+  CHECK_EQ (hc_tier_open_file (path, 0, &t), 0, "reopen");
+  CHECK (ftruncate (fd, 4096) == 0, "shrink");
+  CHECK_EQ (hc_tier_read (t, got, 4096, 8192), -EIO, "read past the new end");
+  CHECK_EQ (hc_tier_read (t, got, 8192, 0), -EIO, "read across the new end");
+  CHECK_EQ (hc_tier_read (t, got, 4096, 0), 0, "read before it");
+  hc_tier_close (t);
+  close (fd);
+  unlink (path);
+
+  /* Sizes round down to whole sectors. */
+  sfd = temp_file (small, 1000);
+  CHECK_EQ (hc_tier_open_file (small, 0, &t), 0, "open 1000 bytes");
+  CHECK_EQ (hc_tier_size (t), 512u, "1000 bytes is one sector");
+  CHECK_EQ (hc_tier_write (t, a, 1024, 0, 0), -EINVAL, "no second sector");
+  hc_tier_close (t);
+  CHECK (ftruncate (sfd, 100) == 0, "truncate to 100");
+  CHECK_EQ (hc_tier_open_file (small, 0, &t), 0, "open 100 bytes");
+  CHECK_EQ (hc_tier_size (t), 0u, "100 bytes is no sector");
+  CHECK_EQ (hc_tier_read (t, got, 512, 0), -EINVAL, "nothing to read");
+  hc_tier_close (t);
+  close (sfd);
+  unlink (small);
+
+  /* What is not a file. */
+  t = NULL;
+  CHECK_EQ (hc_tier_open_file ("/tmp", 0, &t), -EINVAL, "directory");
+  CHECK_EQ (hc_tier_open_file ("/tmp", HC_TIER_READONLY, &t), -EINVAL, "directory read-only");
+  CHECK_EQ (hc_tier_open_file ("/dev/null", 0, &t), -EINVAL, "character device");
+  CHECK_EQ (hc_tier_open_file ("/tmp/hc_tier_no/such", 0, &t), -ENOENT, "missing");
+  CHECK_EQ (hc_tier_open_file (path, 0, &t), -ENOENT, "removed");
+  CHECK_EQ (hc_tier_open_file (path, 4, &t), -EINVAL, "unknown open flag");
+  CHECK (t == NULL, "nothing returned on failure");
+}
+
+static void
+test_model (void)
+{
+  struct hc_timing_params disk, flash, bad;
+  hc_timing_model *m, *m2;
+  double rot, xfer, us;
+
+  hc_timing_defaults (&disk, true);
+  hc_timing_defaults (&flash, false);
+  CHECK (disk.rotational && disk.rpm == 7200 && disk.seek_min_ms == 0.5
+         && disk.seek_max_ms == 16 && disk.disk_mb_s == 180, "disk defaults");
+  CHECK (!flash.rotational && flash.read_us == 60 && flash.program_us == 200
+         && flash.flash_mb_s == 500, "flash defaults");
+
+  m = NULL;
+  CHECK_EQ (hc_timing_model_new (NULL, GiB, &m), -EINVAL, "no params");
+  bad = disk;
+  bad.rpm = 0;
+  CHECK_EQ (hc_timing_model_new (&bad, GiB, &m), -EINVAL, "no rotation");
+  bad = disk;
+  bad.seek_max_ms = 0.1;
+  CHECK_EQ (hc_timing_model_new (&bad, GiB, &m), -EINVAL, "full stroke shorter than a hop");
+  bad = flash;
+  bad.flash_mb_s = -1;
+  CHECK_EQ (hc_timing_model_new (&bad, GiB, &m), -EINVAL, "negative rate");
+  CHECK (m == NULL, "nothing returned on failure");
+
+  /* Disk: a first I/O seeks (minimum, from 0) and waits half a turn; the
+   * next one, where it ended, is only transfer. */
+  CHECK_EQ (hc_timing_model_new (&disk, GiB, &m), 0, "disk model");
+  rot = 30e6 / 7200;
+  xfer = 4096 / 180.0;
+  us = hc_timing_model_io (m, false, 0, 4096);
+  CHECK (close_to (us, 500 + rot + xfer), "first I/O: %f", us);
+  us = hc_timing_model_io (m, true, 4096, 4096);
+  CHECK (close_to (us, xfer), "sequential: %f", us);
+  CHECK_EQ (hc_timing_model_io (m, false, 500 * MiB, 0), 0.0, "empty I/O is free");
+  us = hc_timing_model_io (m, false, 8192, 4096);
+  CHECK (close_to (us, xfer), "still sequential after an empty I/O: %f", us);
+  /* Seek time goes with the root of the distance: 1/1024 of the disk costs
+   * 1/32 of the stroke, a quarter costs half of it. */
+  us = hc_timing_model_io (m, false, 12288 + MiB, 4096);
+  CHECK (close_to (us, 500 + 15500 / 32.0 + rot + xfer), "near seek: %f", us);
+  us = hc_timing_model_io (m, false, 16384 + MiB + GiB / 4, 4096);
+  CHECK (close_to (us, 500 + 15500 / 2.0 + rot + xfer), "far seek: %f", us);
+  /* Backwards counts the same; re-reading the same block is not
+   * sequential. */
+  us = hc_timing_model_io (m, false, 20480 + MiB, 4096);
+  CHECK (close_to (us, 500 + 15500 / 2.0 + rot + xfer), "backward seek: %f", us);
+  us = hc_timing_model_io (m, false, 20480 + MiB, 4096);
+  CHECK (us > 500 + rot + xfer && us < 500 + 15500 / 32.0 + rot + xfer, "re-read: %f", us);
+  us = hc_timing_model_io (m, false, 2 * GiB, 4096);
+  CHECK (close_to (us, 16000 + rot + xfer), "beyond the capacity: full stroke: %f", us);
+  hc_timing_model_free (m);
+  hc_timing_model_free (NULL);
+
+  /* Same transfer, far and near, from the same place. */
+  CHECK_EQ (hc_timing_model_new (&disk, GiB, &m), 0, "model 2");
+  CHECK_EQ (hc_timing_model_new (&disk, GiB, &m2), 0, "model 3");
+  hc_timing_model_io (m, false, 0, 512);
+  hc_timing_model_io (m2, false, 0, 512);
+  CHECK (hc_timing_model_io (m, false, 900 * MiB, 512)
+         > hc_timing_model_io (m2, false, 10 * MiB, 512), "far costs more than near");
+  hc_timing_model_free (m);
+  hc_timing_model_free (m2);
+
+  /* Flash: latency per I/O plus transfer, wherever it is. */
+  CHECK_EQ (hc_timing_model_new (&flash, GiB, &m), 0, "flash model");
+  us = hc_timing_model_io (m, true, 100 * MiB, 8192);
+  CHECK (close_to (us, 200 + 8192 / 500.0), "flash write: %f", us);
+  us = hc_timing_model_io (m, true, 100 * MiB + 8192, 8192);
+  CHECK (close_to (us, 200 + 8192 / 500.0), "sequential flash write: %f", us);
+  us = hc_timing_model_io (m, false, 0, 4096);
+  CHECK (close_to (us, 60 + 4096 / 500.0), "flash read: %f", us);
+  CHECK_EQ (hc_timing_model_io (m, true, 0, 0), 0.0, "flash flush");
+  hc_timing_model_free (m);
+}
+
+static void
+test_timing_tier (void)
+{
+  struct hc_timing_params flash, disk;
+  hc_tier *mem, *t, *d;
+  unsigned char a[8192], b[8192];
+  double rus = -1, wus = -1;
+  uint64_t reads = 99, writes = 99;
+
+  hc_timing_defaults (&flash, false);
+  hc_timing_defaults (&disk, true);
+  CHECK_EQ (hc_tier_new_memory (MiB, &mem), 0, "memory");
+  CHECK_EQ (hc_tier_timing_get (mem, &rus, &wus, &reads, &writes), -EINVAL, "not timing");
+  CHECK_EQ (hc_tier_new_timing (NULL, &flash, &t), -EINVAL, "no lower");
+  CHECK_EQ (hc_tier_new_timing (mem, NULL, &t), -EINVAL, "no params");
+  CHECK_EQ (hc_tier_new_timing (mem, &flash, &t), 0, "flash timing");
+  CHECK (strcmp (hc_tier_name (t), "timing(memory)") == 0, "name %s", hc_tier_name (t));
+  CHECK_EQ (hc_tier_size (t), MiB, "size of the lower");
+  CHECK_EQ (hc_tier_caps (t), (unsigned) HC_CAP_DISCARD, "caps of the lower");
+  CHECK_EQ (hc_tier_timing_get (t, &rus, &wus, &reads, &writes), 0, "get");
+  CHECK (rus == 0 && wus == 0 && reads == 0 && writes == 0, "starts at zero");
+
+  fill (a, sizeof a, 3);
+  CHECK_EQ (hc_tier_write (t, a, sizeof a, 4096, 0), 0, "write through");
+  CHECK (reads_as (mem, 4096, a, sizeof a), "landed below");
+  CHECK (hc_tier_read (t, b, sizeof b, 4096) == 0 && memcmp (a, b, sizeof a) == 0,
+         "read through");
+  CHECK_EQ (hc_tier_flush (t), 0, "flush through");
+  CHECK_EQ (hc_tier_discard (t, 4096, 512), 0, "discard through");
+  CHECK (reads_zero (mem, 4096, 512), "discarded below");
+  CHECK_EQ (hc_tier_zero (t, 8192, 4096), 0, "zero through");
+  CHECK (reads_zero (mem, 8192, 4096) && reads_as (mem, 4608, a + 512, 3584), "zeroed below");
+  CHECK_EQ (hc_tier_read (t, b, 512, 3), -EINVAL, "the door still checks");
+  CHECK_EQ (hc_tier_timing_get (t, &rus, &wus, &reads, &writes), 0, "get");
+  CHECK (reads == 1 && writes == 2, "counts: %llu reads, %llu writes",
+         (unsigned long long) reads, (unsigned long long) writes);
+  CHECK (close_to (rus, 60 + 8192 / 500.0), "read time %f", rus);
+  CHECK (close_to (wus, 200 + 8192 / 500.0 + 200 + 4096 / 500.0), "write time %f", wus);
+  CHECK_EQ (hc_tier_timing_get (t, NULL, NULL, NULL, &writes), 0, "NULL outputs");
+  hc_tier_close (t);
+
+  /* A disk model over the same memory: rotational, seeks priced. */
+  CHECK_EQ (hc_tier_new_timing (mem, &disk, &d), 0, "disk timing");
+  CHECK_EQ (hc_tier_caps (d), (unsigned) (HC_CAP_DISCARD | HC_CAP_ROTATIONAL), "rotational");
+  CHECK_EQ (hc_tier_write (d, a, 4096, 0, 0), 0, "disk write");
+  CHECK_EQ (hc_tier_write (d, a, 4096, 4096, HC_TIER_FUA), 0, "disk sequential write");
+  CHECK_EQ (hc_tier_timing_get (d, NULL, &wus, NULL, &writes), 0, "get");
+  CHECK (writes == 2 && close_to (wus, 500 + 30e6 / 7200 + 2 * 4096 / 180.0), "disk time %f",
+         wus);
+  hc_tier_close (d);
+
+  /* Closing the decorators left the memory tier open (ASan would object
+   * otherwise). */
+  CHECK (reads_as (mem, 0, a, 4096), "lower still open");
+  hc_tier_close (mem);
+}
+
+int
+main (void)
+{
+  test_memory ();
+  test_file ();
+  test_model ();
+  test_timing_tier ();
+  return test_exit ("test_tier");
+}
