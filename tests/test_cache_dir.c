@@ -27,7 +27,7 @@ access1 (struct hc_dir *d, uint64_t origin, struct hc_hint h, bool write)
 
   if (hc_dir_access (d, &a) != HC_NIL)
     return true;
-  if (!hc_dir_admit (d, &a, &why) || !hc_dir_make_room (d, &a, always, NULL, &why)) {
+  if (!hc_dir_admit (d, &a, &why) || !hc_dir_make_room (d, &a, always, NULL, &why, NULL)) {
     hc_dir_bypass (d, &a, why);
     return false;
   }
@@ -233,11 +233,11 @@ test_deferred_and_dirty (void)
       hc_dir_install (&d, c, &a, true);
     }
     struct hc_access a = { .origin = 100 };
-    CHECK (!hc_dir_make_room (&d, &a, clean_only, &d, &why) && why == HC_BYPASS_FULL,
+    CHECK (!hc_dir_make_room (&d, &a, clean_only, &d, &why, NULL) && why == HC_BYPASS_FULL,
            "%s: all dirty, no room", hc_policy_name_of (p));
     uint32_t c3 = hc_dir_find (&d, 3);
     hc_dir_set_clean (&d, c3);
-    CHECK (hc_dir_make_room (&d, &a, clean_only, &d, &why), "%s: the clean block goes",
+    CHECK (hc_dir_make_room (&d, &a, clean_only, &d, &why, NULL), "%s: the clean block goes",
            hc_policy_name_of (p));
     CHECK (hc_dir_find (&d, 3) == HC_NIL && d.map.pending.count == 1 && d.map.free.count == 0,
            "%s: evicted to pending", hc_policy_name_of (p));

@@ -5,6 +5,8 @@
  *   classes.h  per-class performance attributes and their config file
  *   codec.h    transport codecs and device profiles
  *   tier.h     storage tiers: file, memory, timing and fault decorators
+ *   stats.h    statistics per class, operation and outcome
+ *   volume.h   the volume: two tiers made into one hybrid drive
  */
 #ifndef HINTCACHE_H
 #define HINTCACHE_H
@@ -13,6 +15,8 @@
 #include "classes.h"
 #include "codec.h"
 #include "tier.h"
+#include "stats.h"
+#include "volume.h"
 
 #ifdef __cplusplus
 extern "C" {

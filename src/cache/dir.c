@@ -123,27 +123,49 @@ hc_dir_evict (struct hc_dir *d, unsigned cls, hc_evictable_fn ok, void *arg)
 }
 
 bool
-hc_dir_make_room (struct hc_dir *d, const struct hc_access *a, hc_evictable_fn ok, void *arg,
-                  enum hc_bypass *why)
+hc_dir_at_share (const struct hc_dir *d, unsigned cls)
 {
   struct hc_class_attrs attrs;
-  unsigned cls = a->hint.cls;
-  uint64_t share;
 
   hc_dir_attrs (d, cls, &attrs);
-  share = (uint64_t) d->map.n * attrs.max_share / 100;
-  if (attrs.max_share < 100 && d->occupancy[cls] >= share) {
-    if (hc_dir_evict (d, cls, ok, arg) == HC_NIL) {
+  return attrs.max_share < 100
+         && d->occupancy[cls] >= (uint64_t) d->map.n * attrs.max_share / 100;
+}
+
+bool
+hc_dir_make_room (struct hc_dir *d, const struct hc_access *a, hc_evictable_fn ok, void *arg,
+                  enum hc_bypass *why, uint32_t *evicted)
+{
+  unsigned cls = a->hint.cls;
+  uint32_t c = HC_NIL;
+
+  if (evicted)
+    *evicted = HC_NIL;
+  if (hc_dir_at_share (d, cls)) {
+    if ((c = hc_dir_evict (d, cls, ok, arg)) == HC_NIL) {
       *why = HC_BYPASS_SHARE;
       return false;
     }
-    return true;
-  }
-  if (d->map.free.count == 0 && hc_dir_evict (d, HC_CLASS_COUNT, ok, arg) == HC_NIL) {
+  } else if (d->map.free.count == 0 && (c = hc_dir_evict (d, HC_CLASS_COUNT, ok, arg)) == HC_NIL) {
     *why = HC_BYPASS_FULL;
     return false;
   }
+  if (evicted)
+    *evicted = c;
   return true;
+}
+
+void
+hc_dir_restore (struct hc_dir *d, uint32_t c, uint64_t origin, unsigned cls, bool dirty)
+{
+  struct hc_access a = { .origin = origin, .hint = { .cls = (uint8_t) cls } };
+
+  hc_list_remove (&d->map, &d->map.free, c);
+  hc_map_insert (&d->map, c, origin, cls, dirty);
+  d->occupancy[cls]++;
+  if (dirty)
+    d->ndirty[cls]++;
+  hc_policy_insert (&d->policy, c, &a);
 }
 
 uint32_t

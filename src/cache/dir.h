@@ -72,10 +72,19 @@ void hc_dir_bypass (struct hc_dir *d, const struct hc_access *a, enum hc_bypass 
 
 /* Evicts as needed so that a block for `a` can be taken: a class at its
  * maximum share evicts one of its own blocks; otherwise, with the free list
- * empty, the policy's victim goes.  Returns true, or false with *why
- * (HC_BYPASS_SHARE, HC_BYPASS_FULL). */
+ * empty, the policy's victim goes.  *evicted (may be NULL) gets the evicted
+ * block or HC_NIL.  Returns true, or false with *why (HC_BYPASS_SHARE,
+ * HC_BYPASS_FULL). */
 bool hc_dir_make_room (struct hc_dir *d, const struct hc_access *a, hc_evictable_fn ok,
-                       void *arg, enum hc_bypass *why);
+                       void *arg, enum hc_bypass *why, uint32_t *evicted);
+
+/* Does class cls hold its maximum share (so an admission must evict one of
+ * its own blocks)? */
+bool hc_dir_at_share (const struct hc_dir *d, unsigned cls);
+
+/* Maps block c (on the free list) to origin at load time: no statistics,
+ * no admission counted. */
+void hc_dir_restore (struct hc_dir *d, uint32_t c, uint64_t origin, unsigned cls, bool dirty);
 
 /* Evicts the policy's victim (or, with cls < HC_CLASS_COUNT, the oldest
  * evictable block of class cls); returns it (already unmapped, on the

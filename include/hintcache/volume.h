@@ -1,0 +1,209 @@
+/* hintcache — the volume: two tiers made into one hybrid drive.
+ *
+ * A volume caches blocks of a large slow tier on a small fast tier, honours
+ * hints, never loses acknowledged data and recovers exactly after a crash.
+ *
+ * Consistency contract.  The volume behaves like a disk with a volatile
+ * write cache: after a power cut at any moment, reopening gives, for every
+ * block, the data of the last write that completed before the last completed
+ * flush, or of a later write to that block — never older data, never data
+ * that was never written, never a mix within one block of a write
+ * acknowledged with HC_VOL_FUA (which is durable when it returns).  Dirty
+ * data is never lost, and after recovery the dirty set is exact.
+ *
+ * Hints.  Each I/O may carry a context (struct hc_ioctx): its own hint, the
+ * submitting process's hint, and a stream.  The volume resolves the I/O's
+ * hint from, in precedence order, the I/O's own hint, the range hints stored
+ * with hc_volume_advise, the stream's default, the process hint, and the
+ * device default (hc_hint_resolve).
+ *
+ * Thread safety: every function may be called from any number of threads at
+ * once, except hc_volume_close (no other call may be running or start).
+ * Locking rules are in docs/ARCHITECTURE.md.
+ *
+ * Functions return 0 or a negative errno and never print or exit; those
+ * that can fail for a reason worth telling take a `why` buffer.
+ */
+#ifndef HINTCACHE_VOLUME_H
+#define HINTCACHE_VOLUME_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "classes.h"
+#include "hint.h"
+#include "stats.h"
+#include "tier.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct hc_volume hc_volume;
+typedef struct hc_stream hc_stream;
+
+/* Cache modes. */
+enum hc_mode {
+  HC_MODE_WRITETHROUGH = 0, /* writes go to both tiers; reads are cached */
+  HC_MODE_WRITEBACK = 1,    /* writes go to the fast tier; a cleaner writes them back */
+  HC_MODE_WRITEAROUND = 2,  /* write misses go to the slow tier only; reads are cached */
+  HC_MODE_PASSTHROUGH = 3,  /* everything goes to the slow tier; cached copies are dropped */
+};
+#define HC_MODE_COUNT 4
+
+/* Returns a mode's name ("writeback"), or NULL. */
+const char *hc_mode_name (unsigned mode);
+
+/* Parses a mode name; also accepts wt, wb, wa, pt.  Returns 0 or -EINVAL. */
+int hc_mode_parse (const char *name, enum hc_mode *mode);
+
+/* Names of the replacement policies, by index (NULL past the last); the
+ * first is the default. */
+const char *hc_policy_name (unsigned index);
+
+/* Options of hc_volume_format; zeroed fields take the defaults. */
+struct hc_format_opts {
+  uint32_t block_size;    /* 4096 … 65536, a power of two; default 4096 */
+  enum hc_mode mode;      /* default write-through (0) */
+  const char *policy;     /* default "hintaware" */
+  const char *slow_path;  /* recorded so tools can find the slow tier */
+  uint32_t max_ranges;    /* range hints kept; default 65536 */
+};
+
+/* Formats a volume: a superblock and empty metadata on the fast tier, a
+ * label in the last 4 KiB of the slow tier (whose size, block-aligned below
+ * the label, is the volume's size; nothing else of the slow tier is
+ * touched).  Returns 0, -EINVAL (bad options, a tier too small: `why` says)
+ * or an I/O error. */
+int hc_volume_format (hc_tier *fast, hc_tier *slow, const struct hc_format_opts *o, char *why,
+                      size_t whylen);
+
+/* Options of hc_volume_open; NULL means all defaults. */
+struct hc_open_opts {
+  hc_classes *classes;      /* class attributes (borrowed); NULL: built-in */
+  bool read_only;           /* replay in memory, write nothing (info, check) */
+  bool no_cleaner;          /* no background thread: write back only on
+                               hc_volume_clean (tests, tools) */
+  unsigned dirty_high;      /* % of blocks dirty that starts eager cleaning; default 50 */
+  unsigned dirty_low;       /* % where eager cleaning stops; default 25 */
+  uint64_t seq_cutoff;      /* bytes of a sequential run before bypass; default 4 MiB,
+                               UINT64_MAX for none */
+  struct hc_hint device_hint; /* the device default layer */
+};
+
+/* Opens a formatted volume, replaying its journal.  Fails, changing
+ * nothing, if the slow tier is not the one it was formatted with, the
+ * format is newer than this library, the fast tier is truncated, or a
+ * checksum does not match (`why` says which).  Returns 0 and *out; -EINVAL
+ * (not a volume), -EPROTONOSUPPORT (newer format), -ENODEV (wrong slow
+ * tier), -EUCLEAN (corrupt metadata), -ENOMEM or an I/O error. */
+int hc_volume_open (hc_tier *fast, hc_tier *slow, const struct hc_open_opts *o, hc_volume **out,
+                    char *why, size_t whylen);
+
+/* Commits, checkpoints, stops the cleaner and frees the volume (not the
+ * tiers).  Dirty data stays dirty on the fast tier.  Returns 0 or the error
+ * of the final commit (the volume is freed either way). */
+int hc_volume_close (hc_volume *v);
+
+/* Size of the volume in bytes, and its block size. */
+uint64_t hc_volume_size (const hc_volume *v);
+uint32_t hc_volume_block_size (const hc_volume *v);
+
+/* What an I/O says about itself (every field may be zero). */
+struct hc_ioctx {
+  struct hc_hint hint;    /* the per-I/O layer */
+  struct hc_hint process; /* the per-process layer */
+  hc_stream *stream;      /* the per-stream layer and sequential detection */
+};
+
+/* Write flags. */
+enum hc_vol_flag {
+  HC_VOL_FUA = 1u << 0, /* durable when the call returns */
+};
+
+/* Reads len bytes at off (any alignment).  ctx may be NULL. */
+int hc_volume_read (hc_volume *v, void *buf, size_t len, uint64_t off, const struct hc_ioctx *ctx);
+
+/* Writes len bytes at off (any alignment); flags: HC_VOL_FUA. */
+int hc_volume_write (hc_volume *v, const void *buf, size_t len, uint64_t off, unsigned flags,
+                     const struct hc_ioctx *ctx);
+
+/* Makes every completed write durable. */
+int hc_volume_flush (hc_volume *v);
+
+/* Discards a range: its data is dropped from both tiers (reads then return
+ * zeros).  Unaligned edges are zeroed. */
+int hc_volume_discard (hc_volume *v, uint64_t off, uint64_t len, const struct hc_ioctx *ctx);
+
+/* Writes zeros over a range; flags: HC_VOL_FUA. */
+int hc_volume_zero (hc_volume *v, uint64_t off, uint64_t len, unsigned flags,
+                    const struct hc_ioctx *ctx);
+
+/* Range advice and range hints.  A class in `hint` is stored for the range
+ * (so later unhinted I/O there resolves to it); so are dontneed and
+ * willneed, and normal clears stored advice.  Immediate effects: willneed
+ * prefetches the range in the background, within its class's share;
+ * dontneed demotes its cached blocks; evict writes back and drops them now.
+ * Range hints persist with the metadata.  Returns 0, -EINVAL, or -ENOSPC
+ * when the range table is full. */
+int hc_volume_advise (hc_volume *v, uint64_t off, uint64_t len, struct hc_hint hint);
+
+/* The hint the range layer holds for the block at off (zero if none). */
+struct hc_hint hc_volume_range_hint (hc_volume *v, uint64_t off);
+
+/* Switches the cache mode on a live volume; leaving write-back writes back
+ * every dirty block first.  The mode persists. */
+int hc_volume_set_mode (hc_volume *v, enum hc_mode mode);
+
+enum hc_mode hc_volume_mode (const hc_volume *v);
+
+/* Writes back every dirty block and commits (so the fast tier could be
+ * detached).  Returns 0 or the first error. */
+int hc_volume_clean (hc_volume *v);
+
+/* Copies the live statistics. */
+int hc_volume_stats (hc_volume *v, struct hc_stats *out);
+
+/* Geometry and state, for `hintcache info`. */
+struct hc_volume_info {
+  uint8_t cache_uuid[16], slow_uuid[16];
+  uint32_t format_version;
+  uint32_t block_size;
+  uint32_t nblocks;
+  uint64_t volume_size;
+  uint64_t data_off, journal_sectors;
+  enum hc_mode mode;
+  char policy[16];
+  char slow_path[201];
+  bool was_clean;          /* the last close was clean (no replay needed) */
+  uint64_t replayed;       /* journal sectors replayed at open */
+  uint64_t ram_bytes;      /* RAM for mapping and policy state */
+  uint32_t range_hints;    /* stored range hints */
+};
+
+void hc_volume_get_info (const hc_volume *v, struct hc_volume_info *out);
+
+/* Creates a stream: a handle standing for a file or a process, with its own
+ * default hint and its own sequential-run detection.  Returns 0 or -ENOMEM. */
+int hc_stream_new (hc_volume *v, struct hc_hint default_hint, hc_stream **out);
+
+/* Frees a stream (NULL allowed); no I/O using it may be running. */
+void hc_stream_free (hc_stream *s);
+
+/* Verifies a volume offline: both superblocks, the label, every table,
+ * range and journal sector checksum, and the invariants (no origin mapped
+ * twice, origins inside the volume).  Writes a one-line reason for the first
+ * problem into `why`.  Returns 0 if clean, -EUCLEAN on corruption, other
+ * negative errnos as hc_volume_open. */
+int hc_volume_check (hc_tier *fast, hc_tier *slow, char *why, size_t whylen);
+
+/* Reads only the slow tier's path recorded at format time (NUL-terminated,
+ * may be empty).  Returns 0, -EINVAL if not a volume, or an I/O error. */
+int hc_volume_slow_path (hc_tier *fast, char *path, size_t len);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* HINTCACHE_VOLUME_H */

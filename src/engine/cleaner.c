@@ -1,0 +1,209 @@
+/* The cleaner: the volume's background thread.
+ *
+ * Each round it does whatever is due, then sleeps until woken or 100 ms
+ * pass:
+ *
+ *   prefetch   willneed ranges queued by hc_volume_advise;
+ *   write-back dirty blocks, eagerly when more than dirty_high % of the cache
+ *              is dirty (until dirty_low %), and a batch at a time when the
+ *              volume is idle, so dirty data does not linger;
+ *   free space keeps a reserve of free blocks (1/64 of the cache), evicting
+ *              clean blocks and committing, so that admissions rarely wait
+ *              for a commit and writes never fall back to the slow tier for
+ *              want of a clean block;
+ *   commit     at least once a second while records are waiting, like
+ *              dm-cache, so an application that never flushes still gets
+ *              its data made durable.
+ *
+ * Write-back order: the least valuable class first (lowest priority in the
+ * class table, so background and streaming data go before metadata), and
+ * within a batch in slow-tier order, so a disk sees ascending offsets.  A
+ * block keeps the class it was written with, so a journal block is written
+ * back as journal — and then demoted, since journals are not read again.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "vol.h"
+
+#define BATCH 1024
+
+static uint64_t
+now_ns (void)
+{
+  struct timespec ts;
+  clock_gettime (CLOCK_MONOTONIC, &ts);
+  return (uint64_t) ts.tv_sec * 1000000000u + (uint64_t) ts.tv_nsec;
+}
+
+static uint64_t
+total_dirty (const hc_volume *v)
+{
+  uint64_t n = 0;
+  for (unsigned c = 0; c < HC_CLASS_COUNT; c++)
+    n += v->dir.ndirty[c];
+  return n;
+}
+
+struct cand {
+  uint64_t origin;
+  uint32_t c;
+};
+
+static int
+by_origin (const void *a, const void *b)
+{
+  const struct cand *x = a, *y = b;
+  return x->origin < y->origin ? -1 : x->origin > y->origin;
+}
+
+/* Collects up to BATCH dirty blocks of the least valuable class that has
+ * any (caller holds lock).  Returns how many. */
+static size_t
+collect (hc_volume *v, struct cand *out)
+{
+  int best = -1;
+  unsigned best_prio = ~0u;
+  size_t n = 0;
+
+  for (unsigned cls = 0; cls < HC_CLASS_COUNT; cls++) {
+    struct hc_class_attrs a;
+    hc_dir_attrs (&v->dir, cls, &a);
+    if (v->dir.ndirty[cls] && a.priority < best_prio) {
+      best = (int) cls;
+      best_prio = a.priority;
+    }
+  }
+  if (best < 0)
+    return 0;
+  for (uint32_t c = 0; c < v->dir.map.n && n < BATCH; c++) {
+    uint64_t w = v->dir.map.meta[c];
+    if ((w & HC_M_DIRTY) && hc_meta_class (w) == (unsigned) best)
+      out[n++] = (struct cand) { hc_meta_origin (w), c };
+  }
+  return n;
+}
+
+long
+hc_clean_to (hc_volume *v, uint64_t target)
+{
+  struct cand *cand = malloc (BATCH * sizeof *cand);
+  long done = 0;
+  int rc = 0;
+
+  if (!cand)
+    return -ENOMEM;
+  for (;;) {
+    pthread_mutex_lock (&v->lock);
+    size_t n = total_dirty (v) > target && !v->failed ? collect (v, cand) : 0;
+    pthread_mutex_unlock (&v->lock);
+    if (n == 0)
+      break;
+    qsort (cand, n, sizeof *cand, by_origin);
+    long batch = 0;
+    for (size_t i = 0; i < n && rc >= 0; i++) {
+      rc = hc_vol_writeback (v, cand[i].c);
+      if (rc > 0)
+        batch++;
+    }
+    if (rc >= 0)
+      rc = hc_meta_commit (v, false);
+    done += batch;
+    if (rc < 0 || batch == 0)
+      break;
+    pthread_mutex_lock (&v->lock);
+    pthread_cond_broadcast (&v->space);
+    bool stop = v->stop && target > 0;
+    pthread_mutex_unlock (&v->lock);
+    if (stop)
+      break;
+  }
+  free (cand);
+  return rc < 0 ? rc : done;
+}
+
+static void *
+cleaner_main (void *arg)
+{
+  hc_volume *v = arg;
+  bool eager = false;
+  uint64_t last_commit = now_ns ();
+  const uint64_t n = v->dir.map.n;
+  const uint32_t reserve = n / 64 < 16 ? 16 : (uint32_t) (n / 64);
+
+  pthread_mutex_lock (&v->lock);
+  while (!v->stop) {
+    uint64_t now = now_ns (), dirty = total_dirty (v);
+    if (dirty * 100 >= (uint64_t) v->opts.dirty_high * n)
+      eager = true;
+    else if (dirty * 100 <= (uint64_t) v->opts.dirty_low * n)
+      eager = false;
+    bool idle = now - v->last_io_ns > 200 * 1000000ull;
+    bool prefetch = v->nprefetch > 0;
+    bool reserve_low = v->dir.map.free.count + v->dir.map.pending.count < reserve
+                       && v->dir.map.mapped > 0;
+    bool commit_due = v->jrec && (v->jrec >= 4096 || now - last_commit > 1000000000ull);
+    bool failed = v->failed;
+    pthread_mutex_unlock (&v->lock);
+
+    bool worked = false;
+    if (!failed) {
+      if (prefetch) {
+        hc_vol_run_prefetch (v);
+        worked = true;
+      }
+      if (dirty && (eager || idle)) {
+        uint64_t target = eager ? (uint64_t) v->opts.dirty_low * n / 100
+                                : (dirty > 256 ? dirty - 256 : 0);
+        worked |= hc_clean_to (v, target) > 0;
+      }
+      if (reserve_low) {
+        uint32_t before = v->dir.map.free.count;
+        worked |= hc_vol_reclaim (v, reserve) > before;
+        last_commit = now_ns ();
+      }
+      if (commit_due) {
+        hc_meta_commit (v, false);
+        last_commit = now_ns ();
+      }
+    }
+    pthread_mutex_lock (&v->lock);
+    pthread_cond_broadcast (&v->space);
+    if (!worked && !v->stop) {
+      struct timespec ts;
+      clock_gettime (CLOCK_REALTIME, &ts);
+      ts.tv_nsec += 100 * 1000000;
+      if (ts.tv_nsec >= 1000000000) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000;
+      }
+      pthread_cond_timedwait (&v->wake, &v->lock, &ts);
+    }
+  }
+  pthread_mutex_unlock (&v->lock);
+  return NULL;
+}
+
+int
+hc_cleaner_start (hc_volume *v)
+{
+  int rc = pthread_create (&v->cleaner, NULL, cleaner_main, v);
+  if (rc)
+    return -rc;
+  v->cleaner_started = true;
+  return 0;
+}
+
+void
+hc_cleaner_stop (hc_volume *v)
+{
+  if (!v->cleaner_started)
+    return;
+  pthread_mutex_lock (&v->lock);
+  v->stop = true;
+  pthread_cond_broadcast (&v->wake);
+  pthread_mutex_unlock (&v->lock);
+  pthread_join (v->cleaner, NULL);
+  v->cleaner_started = false;
+}

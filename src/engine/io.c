@@ -1,0 +1,947 @@
+/* The I/O paths of a volume: read, write, discard, zero, advise, flush.
+ *
+ * A request is cut into cache blocks; each block is handled under its
+ * stripe lock (shared for reads, exclusive for writes) in three steps:
+ * decide under the volume lock (resolve the hint, look up, admit, take a
+ * free block, pin what will be read), do the data I/O unlocked, then record
+ * the outcome under the lock (install, relocate, journal records).
+ *
+ * Two rules carry the consistency contract (see format.h for the journal):
+ *
+ *   Copy-on-write.  Data never overwrites a cache block a mapping points to:
+ *   a write to a cached block goes to a free block and the mapping moves, so
+ *   a crash leaves the old block intact under the old, durable mapping.
+ *
+ *   Commit before the slow tier changes under a cached copy.  If the slow
+ *   tier is written for a block that has a durable clean mapping (a
+ *   write-through or write-around hit, a pass-through write, a write-back
+ *   write that found no room, a discard), a crash could leave the slow tier
+ *   new and the cached copy old and still "clean" — and a later eviction
+ *   would make the data change by itself.  So the cached copy is replaced (by
+ *   a dirty one) or dropped, and that is committed, before the slow write.
+ *   A write-through hit therefore costs a commit; misses do not.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "vol.h"
+
+static uint64_t
+now_ns (void)
+{
+  struct timespec ts;
+  clock_gettime (CLOCK_MONOTONIC, &ts);
+  return (uint64_t) ts.tv_sec * 1000000000u + (uint64_t) ts.tv_nsec;
+}
+
+static inline pthread_rwlock_t *
+stripe (hc_volume *v, uint64_t blk)
+{
+  return &v->stripes[blk % HC_STRIPES];
+}
+
+static inline uint64_t
+fast_off (hc_volume *v, uint32_t c)
+{
+  return v->sb.data_off + (uint64_t) c * v->bs;
+}
+
+static inline void
+pin (hc_volume *v, uint32_t c)
+{
+  atomic_fetch_add_explicit (&v->pins[c], 1, memory_order_acq_rel);
+}
+
+static inline void
+unpin (hc_volume *v, uint32_t c)
+{
+  atomic_fetch_sub_explicit (&v->pins[c], 1, memory_order_acq_rel);
+}
+
+bool
+hc_vol_evictable (void *arg, uint32_t c)
+{
+  hc_volume *v = arg;
+  return !(v->dir.map.meta[c] & HC_M_DIRTY) && !hc_vol_busy (v, c);
+}
+
+static bool
+busy_cb (void *arg, uint32_t c)
+{
+  return hc_vol_busy (arg, c);
+}
+
+struct hc_hint
+hc_vol_resolve (hc_volume *v, uint64_t blk, const struct hc_ioctx *ctx)
+{
+  struct hc_hint layer[HC_LAYER_COUNT] = { { 0 } };
+
+  if (ctx) {
+    layer[HC_LAYER_IO] = ctx->hint;
+    layer[HC_LAYER_PROCESS] = ctx->process;
+    if (ctx->stream)
+      layer[HC_LAYER_STREAM] = ctx->stream->hint;
+  }
+  if (v->ranges.n)
+    layer[HC_LAYER_RANGE] = hc_ranges_get (&v->ranges, blk << (v->bshift - 9));
+  layer[HC_LAYER_DEVICE] = v->device_hint;
+  return hc_hint_resolve (layer, NULL);
+}
+
+/* Sequential detection for one request (caller holds lock): true when the
+ * request continues a run already longer than the cutoff.  A stream has its
+ * own run; other I/O is matched against a few recent runs by where they end,
+ * like bcache's per-task tracking. */
+static bool
+sequential (hc_volume *v, const struct hc_ioctx *ctx, uint64_t off, uint64_t len)
+{
+  struct hc_seqslot *s = NULL;
+
+  if (v->opts.seq_cutoff == UINT64_MAX)
+    return false;
+  v->seq_clock++;
+  if (ctx && ctx->stream) {
+    s = &ctx->stream->seq;
+  } else {
+    for (unsigned i = 0; i < HC_SEQ_SLOTS; i++)
+      if (v->seq[i].next == off && v->seq[i].run) {
+        s = &v->seq[i];
+        break;
+      }
+    if (!s) {
+      s = &v->seq[0];
+      for (unsigned i = 1; i < HC_SEQ_SLOTS; i++)
+        if (v->seq[i].stamp < s->stamp)
+          s = &v->seq[i];
+      s->run = 0;
+    }
+  }
+  if (s->next != off)
+    s->run = 0;
+  bool past = s->run >= v->opts.seq_cutoff;
+  s->run += len;
+  s->next = off + len;
+  s->stamp = v->seq_clock;
+  return past;
+}
+
+/* Frees a block taken for an admission that did not happen (caller holds
+ * lock).  It never held a durable mapping, so it is reusable now. */
+static void
+untake (hc_volume *v, uint32_t c)
+{
+  hc_list_push_head (&v->dir.map, &v->dir.map.free, c);
+}
+
+/* Evicts up to `want` clean, idle blocks to the pending list, recording
+ * each (caller holds lock).  Returns how many. */
+static uint32_t
+evict_batch (hc_volume *v, uint32_t want)
+{
+  uint32_t n = 0;
+  while (n < want) {
+    uint32_t c = hc_dir_evict (&v->dir, HC_CLASS_COUNT, hc_vol_evictable, v);
+    if (c == HC_NIL)
+      break;
+    hc_meta_record_block (v, c);
+    n++;
+  }
+  return n;
+}
+
+/* Blocks evicted at once when the free list runs dry: one commit then
+ * serves many admissions. */
+static uint32_t
+reclaim_batch (const hc_volume *v)
+{
+  uint32_t n = v->dir.map.n / 64;
+  return n < 16 ? 16 : n > 4096 ? 4096 : n;
+}
+
+/* Takes a free block for `a` (caller holds lock; it may be dropped and
+ * retaken).  A class at its maximum share gives up one of its own blocks
+ * first.  When the free list is empty, a batch of clean blocks is evicted
+ * and a commit makes them reusable; when nothing is clean, the cleaner is
+ * asked and waited for briefly.  Returns the block, or HC_NIL with *why. */
+static uint32_t
+take_block (hc_volume *v, const struct hc_access *a, enum hc_bypass *why)
+{
+  if (hc_dir_at_share (&v->dir, a->hint.cls)) {
+    uint32_t e = hc_dir_evict (&v->dir, a->hint.cls, hc_vol_evictable, v);
+    if (e == HC_NIL) {
+      *why = HC_BYPASS_SHARE;
+      return HC_NIL;
+    }
+    hc_meta_record_block (v, e);
+  }
+  for (int attempt = 0; attempt < 4; attempt++) {
+    uint32_t c = hc_dir_take_free (&v->dir);
+    if (c != HC_NIL)
+      return c;
+    if (evict_batch (v, reclaim_batch (v)) == 0 && v->dir.map.pending.count == 0
+        && v->committing.count == 0) {
+      /* Everything is dirty or busy. */
+      if (!v->cleaner_started || attempt == 3)
+        break;
+      struct timespec ts;
+      pthread_cond_signal (&v->wake);
+      clock_gettime (CLOCK_REALTIME, &ts);
+      ts.tv_nsec += 50 * 1000000;
+      if (ts.tv_nsec >= 1000000000) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000;
+      }
+      pthread_cond_timedwait (&v->space, &v->lock, &ts);
+      continue;
+    }
+    pthread_mutex_unlock (&v->lock);
+    int rc = hc_meta_commit (v, false);
+    pthread_mutex_lock (&v->lock);
+    if (rc < 0) {
+      *why = HC_BYPASS_ERROR;
+      return HC_NIL;
+    }
+  }
+  *why = HC_BYPASS_FULL;
+  return HC_NIL;
+}
+
+/* Asks for a commit if the journal buffer has grown (caller holds lock). */
+static void
+maybe_commit_soon (hc_volume *v, bool *commit_now)
+{
+  if (v->jrec >= 4096) {
+    if (v->cleaner_started)
+      pthread_cond_signal (&v->wake);
+    else
+      *commit_now = true;
+  }
+}
+
+/* Reads the sectors covering [boff, boff+blen) of a block at `base` on tier
+ * t into buf (bs bytes, block-relative). */
+static int
+read_span (hc_volume *v, hc_tier *t, uint64_t base, uint32_t boff, uint32_t blen, uint8_t *buf)
+{
+  uint32_t s0 = boff & ~(HC_SECTOR_SIZE - 1);
+  uint32_t s1 = (boff + blen + HC_SECTOR_SIZE - 1) & ~(HC_SECTOR_SIZE - 1);
+  (void) v;
+  return hc_tier_read (t, buf + s0, s1 - s0, base + s0);
+}
+
+/* ---------------------------------------------------------------------------
+ * Read.
+ */
+
+static int
+read_block (hc_volume *v, uint64_t blk, uint32_t boff, uint32_t blen, uint8_t *dst,
+            const struct hc_ioctx *ctx, bool seq, uint8_t *bounce)
+{
+  const bool aligned = !((boff | blen) & (HC_SECTOR_SIZE - 1));
+  const uint64_t slow_base = blk << v->bshift;
+  struct hc_access a;
+  enum hc_bypass why = HC_BYPASS_MODE;
+  uint32_t c, newc = HC_NIL;
+  bool dirty;
+  int rc;
+
+  pthread_rwlock_rdlock (stripe (v, blk));
+  pthread_mutex_lock (&v->lock);
+  a = (struct hc_access) { .origin = blk, .hint = hc_vol_resolve (v, blk, ctx), .seq = seq };
+  v->dir.stats.cls[a.hint.cls].bytes[HC_STAT_READ] += blen;
+  if (v->mode == HC_MODE_PASSTHROUGH) {
+    v->dir.stats.cls[a.hint.cls].misses[0]++;
+    hc_dir_bypass (&v->dir, &a, HC_BYPASS_MODE);
+    pthread_mutex_unlock (&v->lock);
+    goto from_slow;
+  }
+  c = hc_dir_access (&v->dir, &a);
+  if (c != HC_NIL) {
+    dirty = (v->dir.map.meta[c] & HC_M_DIRTY) != 0;
+    pin (v, c);
+    pthread_mutex_unlock (&v->lock);
+    if (aligned)
+      rc = hc_tier_read (v->fast, dst, blen, fast_off (v, c) + boff);
+    else if ((rc = read_span (v, v->fast, fast_off (v, c), boff, blen, bounce)) == 0)
+      memcpy (dst, bounce + boff, blen);
+    unpin (v, c);
+    if (rc == 0 || dirty) {
+      if (rc < 0) {
+        pthread_mutex_lock (&v->lock);
+        v->dir.stats.errors_fast++;
+        pthread_mutex_unlock (&v->lock);
+      }
+      pthread_rwlock_unlock (stripe (v, blk));
+      return rc; /* a dirty block's only copy failed: report it */
+    }
+    /* A clean block failed on the fast tier: drop it, serve the slow tier. */
+    pthread_mutex_lock (&v->lock);
+    v->dir.stats.errors_fast++;
+    if (hc_dir_find (&v->dir, blk) == c) {
+      hc_dir_invalidate (&v->dir, c);
+      hc_meta_record_block (v, c);
+    }
+    pthread_mutex_unlock (&v->lock);
+    goto from_slow;
+  }
+  if (hc_dir_admit (&v->dir, &a, &why) && !v->opts.read_only)
+    newc = take_block (v, &a, &why);
+  if (newc == HC_NIL)
+    hc_dir_bypass (&v->dir, &a, why);
+  pthread_mutex_unlock (&v->lock);
+
+  if (newc != HC_NIL) {
+    /* Fill: the whole block from the slow tier, then to the fast tier. */
+    if ((rc = hc_tier_read (v->slow, bounce, v->bs, slow_base)) < 0) {
+      pthread_mutex_lock (&v->lock);
+      untake (v, newc);
+      pthread_mutex_unlock (&v->lock);
+      pthread_rwlock_unlock (stripe (v, blk));
+      return rc;
+    }
+    memcpy (dst, bounce + boff, blen);
+    rc = hc_tier_write (v->fast, bounce, v->bs, fast_off (v, newc), 0);
+    pthread_mutex_lock (&v->lock);
+    if (rc < 0) {
+      untake (v, newc);
+      v->dir.stats.errors_fast++;
+      hc_dir_bypass (&v->dir, &a, HC_BYPASS_ERROR);
+    } else {
+      hc_dir_install (&v->dir, newc, &a, false);
+      hc_meta_record_block (v, newc);
+      v->dir.stats.cls[a.hint.cls].flash_bytes_written += v->bs;
+    }
+    bool commit_now = false;
+    maybe_commit_soon (v, &commit_now);
+    pthread_mutex_unlock (&v->lock);
+    pthread_rwlock_unlock (stripe (v, blk));
+    return commit_now ? hc_meta_commit (v, false) : 0;
+  }
+
+from_slow:
+  if (aligned)
+    rc = hc_tier_read (v->slow, dst, blen, slow_base + boff);
+  else if ((rc = read_span (v, v->slow, slow_base, boff, blen, bounce)) == 0)
+    memcpy (dst, bounce + boff, blen);
+  pthread_rwlock_unlock (stripe (v, blk));
+  return rc;
+}
+
+/* ---------------------------------------------------------------------------
+ * Write.
+ */
+
+/* Writes the sectors of `data` (a whole block image) covering [boff,
+ * boff+blen) to the slow tier. */
+static int
+write_slow_span (hc_volume *v, uint64_t blk, uint32_t boff, uint32_t blen, const uint8_t *data,
+                 unsigned flags)
+{
+  uint32_t s0 = boff & ~(HC_SECTOR_SIZE - 1);
+  uint32_t s1 = (boff + blen + HC_SECTOR_SIZE - 1) & ~(HC_SECTOR_SIZE - 1);
+  return hc_tier_write (v->slow, data + s0, s1 - s0, (blk << v->bshift) + s0,
+                        (flags & HC_VOL_FUA) ? HC_TIER_FUA : 0);
+}
+
+static int
+write_block (hc_volume *v, uint64_t blk, uint32_t boff, uint32_t blen, const uint8_t *src,
+             unsigned flags, const struct hc_ioctx *ctx, bool seq, uint8_t *bounce,
+             bool *commit_after)
+{
+  const bool full = boff == 0 && blen == v->bs;
+  const bool sector_aligned = !((boff | blen) & (HC_SECTOR_SIZE - 1));
+  struct hc_access a;
+  enum hc_bypass why = HC_BYPASS_MODE;
+  uint32_t c, newc = HC_NIL;
+  bool to_slow, dirty_new = false, commit_first = false, old_dirty = false;
+  bool drop_after_slow = false;
+  const uint8_t *image = NULL; /* the whole new block, when built */
+  int rc = 0;
+
+  pthread_rwlock_wrlock (stripe (v, blk));
+  pthread_mutex_lock (&v->lock);
+  if (v->failed || v->opts.read_only) {
+    pthread_mutex_unlock (&v->lock);
+    pthread_rwlock_unlock (stripe (v, blk));
+    return v->opts.read_only ? -EROFS : -EIO;
+  }
+  a = (struct hc_access) { .origin = blk, .hint = hc_vol_resolve (v, blk, ctx), .write = true,
+                           .seq = seq };
+  v->dir.stats.cls[a.hint.cls].bytes[HC_STAT_WRITE] += blen;
+  enum hc_mode mode = v->mode;
+  if (mode == HC_MODE_PASSTHROUGH) {
+    c = hc_dir_find (&v->dir, blk);
+    v->dir.stats.cls[a.hint.cls].misses[1]++;
+    hc_dir_bypass (&v->dir, &a, HC_BYPASS_MODE);
+  } else {
+    c = hc_dir_access (&v->dir, &a);
+  }
+
+  if (c != HC_NIL) {
+    old_dirty = (v->dir.map.meta[c] & HC_M_DIRTY) != 0;
+    /* Pinned, c can be neither evicted nor reused while we work; our
+     * stripe keeps it mapped to blk. */
+    pin (v, c);
+    if (mode != HC_MODE_PASSTHROUGH)
+      newc = take_block (v, &a, &why);
+    if (newc == HC_NIL) {
+      if (mode != HC_MODE_PASSTHROUGH)
+        hc_dir_bypass (&v->dir, &a, why);
+      /* No room to copy on write: the block leaves the cache.  Its data is
+       * needed first if this write is partial. */
+      if (!full) {
+        pthread_mutex_unlock (&v->lock);
+        rc = hc_tier_read (v->fast, bounce, v->bs, fast_off (v, c));
+        pthread_mutex_lock (&v->lock);
+        if (rc < 0 && old_dirty) {
+          v->dir.stats.errors_fast++;
+          unpin (v, c);
+          pthread_mutex_unlock (&v->lock);
+          pthread_rwlock_unlock (stripe (v, blk));
+          return rc;
+        }
+        if (rc < 0) /* clean: the slow tier has the same data */
+          rc = 0;
+        else {
+          memcpy (bounce + boff, src, blen);
+          image = bounce;
+        }
+      }
+      to_slow = true;
+      /* A clean copy must be gone (durably) before the slow tier changes;
+       * a dirty one must stay until the slow tier has the new data. */
+      if (old_dirty) {
+        drop_after_slow = true;
+      } else {
+        hc_dir_invalidate (&v->dir, c);
+        hc_meta_record_block (v, c);
+        unpin (v, c);
+        commit_first = true;
+      }
+    } else {
+      dirty_new = true; /* clean only once the slow tier has it, if ever */
+      to_slow = mode != HC_MODE_WRITEBACK;
+      commit_first = to_slow;
+    }
+  } else if (mode == HC_MODE_WRITEAROUND || mode == HC_MODE_PASSTHROUGH) {
+    if (mode == HC_MODE_WRITEAROUND)
+      hc_dir_bypass (&v->dir, &a, HC_BYPASS_MODE);
+    to_slow = true;
+  } else {
+    if (!full)
+      why = HC_BYPASS_PARTIAL;
+    else if (hc_dir_admit (&v->dir, &a, &why))
+      newc = take_block (v, &a, &why);
+    if (newc == HC_NIL) {
+      hc_dir_bypass (&v->dir, &a, why);
+      to_slow = true;
+    } else {
+      dirty_new = true;
+      to_slow = mode == HC_MODE_WRITETHROUGH;
+    }
+  }
+  pthread_mutex_unlock (&v->lock);
+
+  /* Build the new block image where a whole block is needed. */
+  if (newc != HC_NIL) {
+    if (full) {
+      image = src;
+    } else {
+      rc = hc_tier_read (v->fast, bounce, v->bs, fast_off (v, c));
+      if (rc < 0 && !old_dirty)
+        rc = hc_tier_read (v->slow, bounce, v->bs, blk << v->bshift);
+      if (rc == 0) {
+        memcpy (bounce + boff, src, blen);
+        image = bounce;
+      }
+    }
+    if (rc == 0)
+      rc = hc_tier_write (v->fast, image, v->bs, fast_off (v, newc), 0);
+    if (rc < 0) {
+      pthread_mutex_lock (&v->lock);
+      untake (v, newc);
+      v->dir.stats.errors_fast++;
+      if (c != HC_NIL)
+        unpin (v, c);
+      pthread_mutex_unlock (&v->lock);
+      pthread_rwlock_unlock (stripe (v, blk));
+      return rc;
+    }
+    pthread_mutex_lock (&v->lock);
+    if (c != HC_NIL) {
+      hc_dir_relocate (&v->dir, c, newc);
+      hc_meta_record_block (v, c);
+      unpin (v, c);
+    } else {
+      hc_dir_install (&v->dir, newc, &a, false);
+    }
+    if (dirty_new)
+      hc_dir_set_dirty (&v->dir, newc, a.hint.cls);
+    hc_meta_record_block (v, newc);
+    v->dir.stats.cls[a.hint.cls].flash_bytes_written += v->bs;
+    pthread_mutex_unlock (&v->lock);
+  }
+
+  if (to_slow) {
+    if (commit_first && (rc = hc_meta_commit (v, false)) < 0)
+      goto out;
+    if (image && drop_after_slow) /* the dirty block's other bytes too */
+      rc = write_slow_span (v, blk, 0, v->bs, image, flags);
+    else if (image)
+      rc = write_slow_span (v, blk, boff, blen, image, flags);
+    else if (sector_aligned)
+      rc = hc_tier_write (v->slow, src, blen, (blk << v->bshift) + boff,
+                          (flags & HC_VOL_FUA) ? HC_TIER_FUA : 0);
+    else if ((rc = read_span (v, v->slow, blk << v->bshift, boff, blen, bounce)) == 0) {
+      memcpy (bounce + boff, src, blen);
+      rc = write_slow_span (v, blk, boff, blen, bounce, flags);
+    }
+    if (drop_after_slow) {
+      pthread_mutex_lock (&v->lock);
+      unpin (v, c);
+      if (rc == 0) {
+        v->slow_dirty = true;
+        hc_dir_invalidate (&v->dir, c);
+        hc_meta_record_block (v, c);
+      }
+      pthread_mutex_unlock (&v->lock);
+      if (rc == 0)
+        rc = hc_meta_commit (v, false);
+    }
+    pthread_mutex_lock (&v->lock);
+    v->slow_dirty = true;
+    /* A block cached dirty and now written through is clean again. */
+    if (rc == 0 && newc != HC_NIL && hc_dir_find (&v->dir, blk) == newc) {
+      hc_dir_set_clean (&v->dir, newc);
+      hc_meta_record_block (v, newc);
+    }
+    pthread_mutex_unlock (&v->lock);
+  }
+out:
+  pthread_mutex_lock (&v->lock);
+  maybe_commit_soon (v, commit_after);
+  if (flags & HC_VOL_FUA)
+    *commit_after = true;
+  pthread_mutex_unlock (&v->lock);
+  pthread_rwlock_unlock (stripe (v, blk));
+  return rc;
+}
+
+/* ---------------------------------------------------------------------------
+ * Requests.
+ */
+
+static int
+check_range (hc_volume *v, uint64_t off, uint64_t len)
+{
+  uint64_t size = v->sb.volume_size;
+  return off > size || len > size - off ? -EINVAL : 0;
+}
+
+int
+hc_volume_read (hc_volume *v, void *buf, size_t len, uint64_t off, const struct hc_ioctx *ctx)
+{
+  uint8_t *bounce = NULL, *dst = buf;
+  bool seq;
+  int rc = check_range (v, off, len);
+
+  if (rc < 0 || len == 0)
+    return rc;
+  pthread_mutex_lock (&v->lock);
+  seq = sequential (v, ctx, off, len);
+  v->last_io_ns = now_ns ();
+  pthread_mutex_unlock (&v->lock);
+  while (len && rc == 0) {
+    uint64_t blk = off >> v->bshift;
+    uint32_t boff = (uint32_t) (off & (v->bs - 1));
+    uint32_t blen = v->bs - boff < len ? v->bs - boff : (uint32_t) len;
+    if (!bounce && !(bounce = aligned_alloc (4096, v->bs)))
+      return -ENOMEM;
+    rc = read_block (v, blk, boff, blen, dst, ctx, seq, bounce);
+    dst += blen;
+    off += blen;
+    len -= blen;
+  }
+  free (bounce);
+  return rc;
+}
+
+int
+hc_volume_write (hc_volume *v, const void *buf, size_t len, uint64_t off, unsigned flags,
+                 const struct hc_ioctx *ctx)
+{
+  const uint8_t *src = buf;
+  uint8_t *bounce = NULL;
+  bool seq, commit = false;
+  int rc = check_range (v, off, len);
+
+  if (rc < 0)
+    return rc;
+  if (flags & ~(unsigned) HC_VOL_FUA)
+    return -EINVAL;
+  if (len == 0)
+    return (flags & HC_VOL_FUA) ? hc_volume_flush (v) : 0;
+  pthread_mutex_lock (&v->lock);
+  seq = sequential (v, ctx, off, len);
+  v->last_io_ns = now_ns ();
+  pthread_mutex_unlock (&v->lock);
+  while (len && rc == 0) {
+    uint64_t blk = off >> v->bshift;
+    uint32_t boff = (uint32_t) (off & (v->bs - 1));
+    uint32_t blen = v->bs - boff < len ? v->bs - boff : (uint32_t) len;
+    if (!bounce && !(bounce = aligned_alloc (4096, v->bs)))
+      return -ENOMEM;
+    rc = write_block (v, blk, boff, blen, src, flags, ctx, seq, bounce, &commit);
+    src += blen;
+    off += blen;
+    len -= blen;
+  }
+  free (bounce);
+  if (rc == 0 && commit)
+    rc = hc_meta_commit (v, false);
+  return rc;
+}
+
+int
+hc_volume_flush (hc_volume *v)
+{
+  pthread_mutex_lock (&v->lock);
+  v->dir.stats.flushes++;
+  pthread_mutex_unlock (&v->lock);
+  return hc_meta_commit (v, false);
+}
+
+/* Takes every stripe exclusively, in order (for range operations). */
+static void
+lock_all_stripes (hc_volume *v)
+{
+  for (unsigned i = 0; i < HC_STRIPES; i++)
+    pthread_rwlock_wrlock (&v->stripes[i]);
+}
+
+static void
+unlock_all_stripes (hc_volume *v)
+{
+  for (unsigned i = HC_STRIPES; i-- > 0;)
+    pthread_rwlock_unlock (&v->stripes[i]);
+}
+
+/* Drops every cached block of volume blocks [b0, b1) (caller holds lock and
+ * all stripes).  Returns how many were dropped. */
+static uint64_t
+drop_range (hc_volume *v, uint64_t b0, uint64_t b1)
+{
+  struct hc_dir *d = &v->dir;
+  uint64_t n = 0;
+
+  if (b1 - b0 <= d->map.n) {
+    for (uint64_t b = b0; b < b1; b++) {
+      uint32_t c = hc_dir_find (d, b);
+      if (c != HC_NIL) {
+        hc_dir_invalidate (d, c);
+        hc_meta_record_block (v, c);
+        n++;
+      }
+    }
+  } else {
+    for (uint32_t c = 0; c < d->map.n; c++) {
+      uint64_t w = d->map.meta[c];
+      if ((w & HC_M_VALID) && hc_meta_origin (w) >= b0 && hc_meta_origin (w) < b1) {
+        hc_dir_invalidate (d, c);
+        hc_meta_record_block (v, c);
+        n++;
+      }
+    }
+  }
+  return n;
+}
+
+/* Discard (zero = false) or zero a range: whole blocks leave the cache and
+ * the slow tier discards or zeroes them; partial edge blocks are written
+ * with zeros through the write path. */
+static int
+range_op (hc_volume *v, uint64_t off, uint64_t len, unsigned flags, const struct hc_ioctx *ctx,
+          bool zero)
+{
+  uint64_t b0 = (off + v->bs - 1) >> v->bshift, b1 = (off + len) >> v->bshift;
+  int rc = check_range (v, off, len);
+  uint8_t *zeros = NULL;
+
+  if (rc < 0 || len == 0)
+    return rc;
+  if (v->opts.read_only)
+    return -EROFS;
+  /* Edges: the partial blocks at either end. */
+  if (b0 > b1 || (off & (v->bs - 1)) || ((off + len) & (v->bs - 1))) {
+    if (!(zeros = calloc (1, v->bs)))
+      return -ENOMEM;
+    uint64_t head_end = b0 > b1 ? off + len : b0 << v->bshift;
+    if (off < head_end)
+      rc = hc_volume_write (v, zeros, head_end - off, off, 0, ctx);
+    uint64_t tail_start = b1 << v->bshift;
+    if (rc == 0 && b0 <= b1 && tail_start < off + len)
+      rc = hc_volume_write (v, zeros, off + len - tail_start, tail_start, 0, ctx);
+    free (zeros);
+  }
+  if (rc == 0 && b0 < b1) {
+    lock_all_stripes (v);
+    pthread_mutex_lock (&v->lock);
+    uint64_t dropped = drop_range (v, b0, b1);
+    v->slow_dirty = true;
+    pthread_mutex_unlock (&v->lock);
+    if (dropped)
+      rc = hc_meta_commit (v, false);
+    if (rc == 0) {
+      uint64_t o = b0 << v->bshift, l = (b1 - b0) << v->bshift;
+      rc = zero ? hc_tier_zero (v->slow, o, l) : hc_tier_discard (v->slow, o, l);
+    }
+    unlock_all_stripes (v);
+  }
+  if (rc == 0 && (flags & HC_VOL_FUA))
+    rc = hc_volume_flush (v);
+  return rc;
+}
+
+int
+hc_volume_discard (hc_volume *v, uint64_t off, uint64_t len, const struct hc_ioctx *ctx)
+{
+  return range_op (v, off, len, 0, ctx, false);
+}
+
+int
+hc_volume_zero (hc_volume *v, uint64_t off, uint64_t len, unsigned flags,
+                const struct hc_ioctx *ctx)
+{
+  if (flags & ~(unsigned) HC_VOL_FUA)
+    return -EINVAL;
+  return range_op (v, off, len, flags, ctx, true);
+}
+
+/* ---------------------------------------------------------------------------
+ * Advice, prefetch and write-back of single blocks.
+ */
+
+int
+hc_vol_prefetch_block (hc_volume *v, uint64_t blk, struct hc_hint hint)
+{
+  struct hc_access a = { .origin = blk, .hint = hint };
+  enum hc_bypass why;
+  uint32_t c;
+  uint8_t *buf;
+  int rc;
+
+  a.hint.advice = HC_ADVICE_WILLNEED;
+  pthread_rwlock_wrlock (stripe (v, blk));
+  pthread_mutex_lock (&v->lock);
+  if ((c = hc_dir_find (&v->dir, blk)) != HC_NIL) {
+    hc_dir_protect (&v->dir, c);
+    pthread_mutex_unlock (&v->lock);
+    pthread_rwlock_unlock (stripe (v, blk));
+    return 0;
+  }
+  if (v->mode == HC_MODE_PASSTHROUGH || v->failed || !hc_dir_admit (&v->dir, &a, &why)
+      || (c = take_block (v, &a, &why)) == HC_NIL) {
+    pthread_mutex_unlock (&v->lock);
+    pthread_rwlock_unlock (stripe (v, blk));
+    return 0;
+  }
+  pthread_mutex_unlock (&v->lock);
+  if (!(buf = aligned_alloc (4096, v->bs)))
+    rc = -ENOMEM;
+  else if ((rc = hc_tier_read (v->slow, buf, v->bs, blk << v->bshift)) == 0)
+    rc = hc_tier_write (v->fast, buf, v->bs, fast_off (v, c), 0);
+  free (buf);
+  pthread_mutex_lock (&v->lock);
+  if (rc < 0) {
+    untake (v, c);
+  } else {
+    hc_dir_install (&v->dir, c, &a, false);
+    v->dir.map.meta[c] |= HC_M_HINTED;
+    hc_meta_record_block (v, c);
+    v->dir.stats.prefetched++;
+    v->dir.stats.cls[a.hint.cls].flash_bytes_written += v->bs;
+  }
+  pthread_mutex_unlock (&v->lock);
+  pthread_rwlock_unlock (stripe (v, blk));
+  return rc;
+}
+
+int
+hc_vol_writeback (hc_volume *v, uint32_t c)
+{
+  uint64_t blk;
+  uint8_t *buf;
+  int rc;
+
+  pthread_mutex_lock (&v->lock);
+  uint64_t w = v->dir.map.meta[c];
+  pthread_mutex_unlock (&v->lock);
+  if (!(w & HC_M_VALID) || !(w & HC_M_DIRTY))
+    return 0;
+  blk = hc_meta_origin (w);
+  pthread_rwlock_wrlock (stripe (v, blk));
+  pthread_mutex_lock (&v->lock);
+  if (hc_dir_find (&v->dir, blk) != c || !(v->dir.map.meta[c] & HC_M_DIRTY)) {
+    pthread_mutex_unlock (&v->lock);
+    pthread_rwlock_unlock (stripe (v, blk));
+    return 0; /* it moved or was cleaned meanwhile */
+  }
+  pin (v, c);
+  pthread_mutex_unlock (&v->lock);
+  if (!(buf = aligned_alloc (4096, v->bs)))
+    rc = -ENOMEM;
+  else if ((rc = hc_tier_read (v->fast, buf, v->bs, fast_off (v, c))) == 0)
+    rc = hc_tier_write (v->slow, buf, v->bs, blk << v->bshift, 0);
+  free (buf);
+  pthread_mutex_lock (&v->lock);
+  unpin (v, c);
+  if (rc == 0) {
+    v->slow_dirty = true;
+    hc_dir_set_clean (&v->dir, c);
+    hc_meta_record_block (v, c);
+  } else {
+    v->dir.stats.errors_fast++;
+  }
+  pthread_mutex_unlock (&v->lock);
+  pthread_rwlock_unlock (stripe (v, blk));
+  return rc < 0 ? rc : 1;
+}
+
+int
+hc_volume_advise (hc_volume *v, uint64_t off, uint64_t len, struct hc_hint hint)
+{
+  uint64_t s0, s1, b0, b1;
+  unsigned cls = HC_RANGE_KEEP, advice = HC_RANGE_KEEP;
+  int rc = check_range (v, off, len);
+
+  if (rc < 0 || hc_hint_check (hint) < 0)
+    return -EINVAL;
+  if (len == 0)
+    return 0;
+  s0 = off / HC_SECTOR_SIZE;
+  s1 = (off + len + HC_SECTOR_SIZE - 1) / HC_SECTOR_SIZE;
+  b0 = off >> v->bshift;
+  b1 = (off + len + v->bs - 1) >> v->bshift;
+  if (hint.cls != HC_CLASS_UNCLASSIFIED)
+    cls = hint.cls;
+  if (hint.advice == HC_ADVICE_DONTNEED || hint.advice == HC_ADVICE_WILLNEED)
+    advice = hint.advice;
+  else if (hint.advice == HC_ADVICE_NORMAL)
+    advice = 0;
+
+  pthread_mutex_lock (&v->lock);
+  if (cls != HC_RANGE_KEEP || advice != HC_RANGE_KEEP) {
+    if (v->opts.read_only) {
+      pthread_mutex_unlock (&v->lock);
+      return -EROFS;
+    }
+    if ((rc = hc_ranges_set (&v->ranges, s0, s1, cls, advice)) < 0) {
+      pthread_mutex_unlock (&v->lock);
+      return rc;
+    }
+    hc_meta_record_range (v, s0, s1, cls, advice);
+  }
+  if (hint.advice == HC_ADVICE_DONTNEED) {
+    for (uint64_t b = b0; b < b1 && b - b0 <= v->dir.map.n; b++) {
+      uint32_t c = hc_dir_find (&v->dir, b);
+      if (c != HC_NIL)
+        hc_dir_demote (&v->dir, c);
+    }
+  } else if (hint.advice == HC_ADVICE_WILLNEED) {
+    if (v->nprefetch == v->capprefetch) {
+      size_t ncap = v->capprefetch ? v->capprefetch * 2 : 16;
+      struct hc_prefetch *np = realloc (v->prefetch, ncap * sizeof *np);
+      if (np) {
+        v->prefetch = np;
+        v->capprefetch = ncap;
+      }
+    }
+    if (v->nprefetch < v->capprefetch)
+      v->prefetch[v->nprefetch++] = (struct hc_prefetch) { off, len, hint };
+    pthread_cond_signal (&v->wake);
+  }
+  pthread_mutex_unlock (&v->lock);
+
+  if (hint.advice == HC_ADVICE_EVICT) {
+    /* Write back what is dirty, then drop the range now. */
+    for (uint64_t b = b0; b < b1 && rc >= 0; b++) {
+      pthread_mutex_lock (&v->lock);
+      uint32_t c = hc_dir_find (&v->dir, b);
+      pthread_mutex_unlock (&v->lock);
+      if (c != HC_NIL)
+        rc = hc_vol_writeback (v, c);
+      if (rc >= 0 && c != HC_NIL) {
+        pthread_rwlock_wrlock (stripe (v, b));
+        pthread_mutex_lock (&v->lock);
+        c = hc_dir_find (&v->dir, b);
+        if (c != HC_NIL && !(v->dir.map.meta[c] & HC_M_DIRTY) && !hc_vol_busy (v, c)) {
+          v->dir.stats.cls[hc_meta_class (v->dir.map.meta[c])].evictions++;
+          hc_dir_invalidate (&v->dir, c);
+          hc_meta_record_block (v, c);
+        }
+        pthread_mutex_unlock (&v->lock);
+        pthread_rwlock_unlock (stripe (v, b));
+      }
+    }
+    if (rc >= 0)
+      rc = hc_meta_commit (v, false);
+  } else if (hint.advice == HC_ADVICE_WILLNEED && !v->cleaner_started) {
+    /* No background thread: prefetch now. */
+    rc = hc_vol_run_prefetch (v);
+  }
+  return rc < 0 ? rc : 0;
+}
+
+int
+hc_vol_run_prefetch (hc_volume *v)
+{
+  int rc = 0;
+
+  pthread_mutex_lock (&v->lock);
+  while (v->nprefetch && rc >= 0 && !v->stop) {
+    struct hc_prefetch p = v->prefetch[0];
+    memmove (v->prefetch, v->prefetch + 1, --v->nprefetch * sizeof *v->prefetch);
+    pthread_mutex_unlock (&v->lock);
+    for (uint64_t b = p.off >> v->bshift; b < (p.off + p.len + v->bs - 1) >> v->bshift && rc >= 0;
+         b++)
+      rc = hc_vol_prefetch_block (v, b, p.hint);
+    pthread_mutex_lock (&v->lock);
+  }
+  pthread_mutex_unlock (&v->lock);
+  return rc;
+}
+
+struct hc_hint
+hc_volume_range_hint (hc_volume *v, uint64_t off)
+{
+  pthread_mutex_lock (&v->lock);
+  struct hc_hint h = hc_ranges_get (&v->ranges, off / HC_SECTOR_SIZE);
+  pthread_mutex_unlock (&v->lock);
+  return h;
+}
+
+uint32_t
+hc_vol_reclaim (hc_volume *v, uint32_t want)
+{
+  uint32_t evicted = 0, free_now;
+
+  pthread_mutex_lock (&v->lock);
+  while (v->dir.map.free.count + v->dir.map.pending.count + evicted < want) {
+    uint32_t c = hc_dir_evict (&v->dir, HC_CLASS_COUNT, hc_vol_evictable, v);
+    if (c == HC_NIL)
+      break;
+    hc_meta_record_block (v, c);
+    evicted++;
+  }
+  bool need = v->dir.map.pending.count > 0;
+  pthread_mutex_unlock (&v->lock);
+  if (need)
+    hc_meta_commit (v, false);
+  pthread_mutex_lock (&v->lock);
+  hc_dir_release_pending (&v->dir, busy_cb, v);
+  free_now = v->dir.map.free.count;
+  pthread_mutex_unlock (&v->lock);
+  return free_now;
+}

@@ -1,0 +1,932 @@
+/* The on-disk format in motion: format, recovery, commit and checkpoint.
+ *
+ * The format itself is described in format.h.  This file is arranged as:
+ *
+ *   1. checksums and the superblock / label codecs
+ *   2. format
+ *   3. load: table, range hints, journal replay
+ *   4. records, commit and checkpoint
+ *
+ * Why commits are safe: a commit first flushes the slow tier (every block
+ * the records call clean is on stable media there), then the fast tier
+ * (every block the records map holds its data), and only then writes the
+ * records — so a record never reaches stable media before what it describes.
+ * A block freed by a record stays off the free list until that record is
+ * durable, so a durable mapping never points at a reused block.  Replay
+ * applies whole commits, in order; records are absolute ("entry c is now
+ * e"), so replaying one twice is harmless, which is what lets a checkpoint
+ * write the table in place before moving the replay start.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <xxhash.h>
+
+#include "vol.h"
+
+#define REC 16u               /* bytes per journal record */
+#define IO_CHUNK (1u << 20)   /* bytes per read or write of a metadata region */
+
+/* ---------------------------------------------------------------------------
+ * 1. Checksums, superblock and label.
+ */
+
+uint32_t
+hc_meta_csum (const uint8_t *sector, unsigned csum_off, uint64_t seed, uint64_t lba)
+{
+  uint8_t tmp[HC_FMT_SECTOR];
+
+  memcpy (tmp, sector, sizeof tmp);
+  memset (tmp + csum_off, 0, 4);
+  return (uint32_t) XXH3_64bits_withSeed (tmp, sizeof tmp, seed ^ (lba * UINT64_C (0x9e3779b97f4a7c15)));
+}
+
+static uint64_t
+uuid_seed (const uint8_t uuid[16])
+{
+  return hc_get64 (uuid) ^ hc_get64 (uuid + 8);
+}
+
+static inline uint64_t
+align_up (uint64_t x, uint64_t a)
+{
+  return (x + a - 1) / a * a;
+}
+
+void
+hc_sb_encode (const struct hc_sb *sb, uint8_t s[HC_FMT_SECTOR])
+{
+  memset (s, 0, HC_FMT_SECTOR);
+  memcpy (s + SB_MAGIC, HC_FMT_SB_MAGIC, 8);
+  hc_put32 (s + SB_VERSION, sb->version);
+  hc_put32 (s + SB_FLAGS, sb->flags);
+  hc_put64 (s + SB_GEN, sb->generation);
+  memcpy (s + SB_CUUID, sb->cache_uuid, 16);
+  memcpy (s + SB_SUUID, sb->slow_uuid, 16);
+  hc_put64 (s + SB_FAST_SIZE, sb->fast_size);
+  hc_put64 (s + SB_LABEL_OFF, sb->slow_label_off);
+  hc_put64 (s + SB_VOL_SIZE, sb->volume_size);
+  hc_put32 (s + SB_BLOCK, sb->block_size);
+  hc_put32 (s + SB_NBLOCKS, sb->nblocks);
+  hc_put64 (s + SB_TABLE_OFF, sb->table_off);
+  hc_put64 (s + SB_TABLE_SECT, sb->table_sectors);
+  hc_put64 (s + SB_RANGE_OFF, sb->range_off);
+  hc_put64 (s + SB_RANGE_SECT, sb->range_sectors);
+  hc_put64 (s + SB_JOURNAL_OFF, sb->journal_off);
+  hc_put64 (s + SB_JOURNAL_SECT, sb->journal_sectors);
+  hc_put64 (s + SB_DATA_OFF, sb->data_off);
+  hc_put32 (s + SB_MODE, sb->mode);
+  hc_put32 (s + SB_POLICY, sb->policy);
+  hc_put64 (s + SB_REPLAY_SEQ, sb->replay_seq);
+  hc_put64 (s + SB_REPLAY_POS, sb->replay_pos);
+  memcpy (s + SB_PATH, sb->slow_path, strnlen (sb->slow_path, HC_FMT_PATH_MAX));
+  hc_put64 (s + SB_CSUM, XXH3_64bits (s, SB_CSUM));
+}
+
+int
+hc_sb_decode (const uint8_t s[HC_FMT_SECTOR], struct hc_sb *sb)
+{
+  if (memcmp (s + SB_MAGIC, HC_FMT_SB_MAGIC, 8) != 0)
+    return -EINVAL;
+  if (hc_get64 (s + SB_CSUM) != XXH3_64bits (s, SB_CSUM))
+    return -EUCLEAN;
+  memset (sb, 0, sizeof *sb);
+  sb->version = hc_get32 (s + SB_VERSION);
+  if (sb->version > HC_FMT_VERSION)
+    return -EPROTONOSUPPORT;
+  sb->flags = hc_get32 (s + SB_FLAGS);
+  sb->generation = hc_get64 (s + SB_GEN);
+  memcpy (sb->cache_uuid, s + SB_CUUID, 16);
+  memcpy (sb->slow_uuid, s + SB_SUUID, 16);
+  sb->fast_size = hc_get64 (s + SB_FAST_SIZE);
+  sb->slow_label_off = hc_get64 (s + SB_LABEL_OFF);
+  sb->volume_size = hc_get64 (s + SB_VOL_SIZE);
+  sb->block_size = hc_get32 (s + SB_BLOCK);
+  sb->nblocks = hc_get32 (s + SB_NBLOCKS);
+  sb->table_off = hc_get64 (s + SB_TABLE_OFF);
+  sb->table_sectors = hc_get64 (s + SB_TABLE_SECT);
+  sb->range_off = hc_get64 (s + SB_RANGE_OFF);
+  sb->range_sectors = hc_get64 (s + SB_RANGE_SECT);
+  sb->journal_off = hc_get64 (s + SB_JOURNAL_OFF);
+  sb->journal_sectors = hc_get64 (s + SB_JOURNAL_SECT);
+  sb->data_off = hc_get64 (s + SB_DATA_OFF);
+  sb->mode = hc_get32 (s + SB_MODE);
+  sb->policy = hc_get32 (s + SB_POLICY);
+  sb->replay_seq = hc_get64 (s + SB_REPLAY_SEQ);
+  sb->replay_pos = hc_get64 (s + SB_REPLAY_POS);
+  memcpy (sb->slow_path, s + SB_PATH, HC_FMT_PATH_MAX);
+  sb->slow_path[HC_FMT_PATH_MAX] = '\0';
+  return 0;
+}
+
+/* Checks a decoded superblock's geometry for sanity (a corrupt or hostile
+ * one must not make us allocate or read nonsense). */
+static int
+sb_sane (const struct hc_sb *sb, struct hc_sb *dummy)
+{
+  (void) dummy;
+  uint32_t bs = sb->block_size;
+  if (bs < 4096 || bs > 65536 || (bs & (bs - 1)) || sb->nblocks == 0 || sb->nblocks > (1u << 31)
+      || sb->mode >= HC_MODE_COUNT || sb->policy >= HC_POLICY_COUNT
+      || sb->table_sectors < (sb->nblocks + HC_FMT_TABLE_PER_SECTOR - 1) / HC_FMT_TABLE_PER_SECTOR
+      || sb->journal_sectors == 0 || sb->replay_pos >= sb->journal_sectors
+      || sb->data_off % bs || sb->volume_size % bs || sb->volume_size / bs > HC_ORIGIN_MAX
+      || sb->data_off + (uint64_t) sb->nblocks * bs > sb->fast_size)
+    return -EUCLEAN;
+  return 0;
+}
+
+int
+hc_meta_read_sb (hc_tier *fast, struct hc_sb *out, unsigned *slot, char *why, size_t whylen)
+{
+  uint8_t s[HC_FMT_SECTOR];
+  struct hc_sb sb[2];
+  int rc[2];
+
+  for (unsigned i = 0; i < 2; i++) {
+    if (hc_tier_size (fast) < 2 * HC_FMT_SB_SLOT) {
+      snprintf (why, whylen, "the fast tier is %" PRIu64 " bytes: too small to hold a volume",
+                hc_tier_size (fast));
+      return -EINVAL;
+    }
+    int r = hc_tier_read (fast, s, sizeof s, i * HC_FMT_SB_SLOT);
+    if (r < 0) {
+      snprintf (why, whylen, "reading superblock %c: %s", 'A' + i, strerror (-r));
+      return r;
+    }
+    rc[i] = hc_sb_decode (s, &sb[i]);
+    if (rc[i] == 0 && sb_sane (&sb[i], NULL) < 0)
+      rc[i] = -EUCLEAN;
+  }
+  if (rc[0] == -EINVAL && rc[1] == -EINVAL) {
+    snprintf (why, whylen, "no hintcache superblock on the fast tier (not formatted?)");
+    return -EINVAL;
+  }
+  for (unsigned i = 0; i < 2; i++) {
+    if (rc[i] == -EPROTONOSUPPORT) {
+      snprintf (why, whylen, "superblock %c has a newer format version than this hintcache "
+                "(%d); upgrade hintcache", 'A' + i, HC_FMT_VERSION);
+      return -EPROTONOSUPPORT;
+    }
+    if (rc[i] < 0) {
+      snprintf (why, whylen, "superblock %c is corrupt (%s); the volume needs repair",
+                'A' + i, rc[i] == -EINVAL ? "bad magic" : "checksum or geometry mismatch");
+      return -EUCLEAN;
+    }
+  }
+  if (memcmp (sb[0].cache_uuid, sb[1].cache_uuid, 16) != 0) {
+    snprintf (why, whylen, "the two superblocks belong to different volumes");
+    return -EUCLEAN;
+  }
+  unsigned newest = sb[1].generation > sb[0].generation;
+  *out = sb[newest];
+  if (slot)
+    *slot = newest;
+  return 0;
+}
+
+static void
+label_encode (const struct hc_sb *sb, uint64_t slow_size, uint8_t s[HC_FMT_SECTOR])
+{
+  memset (s, 0, HC_FMT_SECTOR);
+  memcpy (s + LB_MAGIC, HC_FMT_LABEL_MAGIC, 8);
+  hc_put32 (s + LB_VERSION, HC_FMT_VERSION);
+  memcpy (s + LB_SUUID, sb->slow_uuid, 16);
+  memcpy (s + LB_CUUID, sb->cache_uuid, 16);
+  hc_put64 (s + LB_SIZE, slow_size);
+  hc_put64 (s + LB_CSUM, XXH3_64bits (s, LB_CSUM));
+}
+
+/* Checks that `slow` carries the label of this volume's slow tier. */
+static int
+check_label (hc_tier *slow, const struct hc_sb *sb, char *why, size_t whylen)
+{
+  uint8_t s[HC_FMT_SECTOR];
+  int rc;
+
+  if (sb->slow_label_off + HC_FMT_LABEL_SIZE > hc_tier_size (slow)) {
+    snprintf (why, whylen, "the slow tier (%" PRIu64 " bytes) is smaller than the one this "
+              "volume was formatted with; wrong slow tier?", hc_tier_size (slow));
+    return -ENODEV;
+  }
+  if ((rc = hc_tier_read (slow, s, sizeof s, sb->slow_label_off)) < 0) {
+    snprintf (why, whylen, "reading the slow tier's label: %s", strerror (-rc));
+    return rc;
+  }
+  if (memcmp (s + LB_MAGIC, HC_FMT_LABEL_MAGIC, 8) != 0
+      || hc_get64 (s + LB_CSUM) != XXH3_64bits (s, LB_CSUM)
+      || memcmp (s + LB_SUUID, sb->slow_uuid, 16) != 0
+      || memcmp (s + LB_CUUID, sb->cache_uuid, 16) != 0) {
+    snprintf (why, whylen, "the slow tier is not the one this cache belongs to (its label is "
+              "missing or names another volume)");
+    return -ENODEV;
+  }
+  return 0;
+}
+
+/* ---------------------------------------------------------------------------
+ * 2. Format.
+ */
+
+/* Journal size for n blocks: 16 bytes per block, 256 KiB … 64 MiB. */
+static uint64_t
+journal_sectors_for (uint64_t n)
+{
+  uint64_t bytes = n * 16;
+  if (bytes < (256u << 10))
+    bytes = 256u << 10;
+  if (bytes > (64u << 20))
+    bytes = 64u << 20;
+  return bytes / HC_FMT_SECTOR;
+}
+
+/* Lays out a volume of n cache blocks; returns the fast-tier bytes needed. */
+static uint64_t
+layout (struct hc_sb *sb, uint64_t n, uint32_t bs, uint32_t max_ranges)
+{
+  sb->nblocks = (uint32_t) n;
+  sb->table_off = HC_FMT_TABLE_OFF;
+  sb->table_sectors = (n + HC_FMT_TABLE_PER_SECTOR - 1) / HC_FMT_TABLE_PER_SECTOR;
+  sb->range_off = align_up (sb->table_off + sb->table_sectors * HC_FMT_SECTOR, 4096);
+  sb->range_sectors = (max_ranges + HC_FMT_RANGE_PER_SECTOR - 1) / HC_FMT_RANGE_PER_SECTOR;
+  sb->journal_off = align_up (sb->range_off + sb->range_sectors * HC_FMT_SECTOR, 4096);
+  sb->journal_sectors = journal_sectors_for (n);
+  sb->data_off = align_up (sb->journal_off + sb->journal_sectors * HC_FMT_SECTOR, bs);
+  return sb->data_off + n * bs;
+}
+
+/* Writes `count` sectors at `off`, each made by fill(i, sector) and then
+ * checksummed at csum_off. */
+static int
+write_region (hc_tier *fast, uint64_t off, uint64_t count, unsigned csum_off, uint64_t seed,
+              void (*fill) (uint64_t i, uint8_t *sector))
+{
+  uint8_t *buf = malloc (IO_CHUNK);
+  int rc = 0;
+
+  if (!buf)
+    return -ENOMEM;
+  for (uint64_t i = 0; i < count && rc == 0;) {
+    uint64_t k = count - i < IO_CHUNK / HC_FMT_SECTOR ? count - i : IO_CHUNK / HC_FMT_SECTOR;
+    for (uint64_t j = 0; j < k; j++) {
+      uint8_t *s = buf + j * HC_FMT_SECTOR;
+      memset (s, 0, HC_FMT_SECTOR);
+      if (fill)
+        fill (i + j, s);
+      hc_put32 (s + csum_off, hc_meta_csum (s, csum_off, seed, off / HC_FMT_SECTOR + i + j));
+    }
+    rc = hc_tier_write (fast, buf, k * HC_FMT_SECTOR, off + i * HC_FMT_SECTOR, 0);
+    i += k;
+  }
+  free (buf);
+  return rc;
+}
+
+static void
+fill_table (uint64_t i, uint8_t *s)
+{
+  hc_put32 (s + 4, (uint32_t) i);
+}
+
+int
+hc_meta_format (hc_tier *fast, hc_tier *slow, const struct hc_format_opts *o, char *why,
+                size_t whylen)
+{
+  struct hc_format_opts def = { 0 };
+  struct hc_sb sb = { 0 };
+  uint8_t s[HC_FMT_SECTOR];
+  uint64_t slow_size = hc_tier_size (slow), fast_size = hc_tier_size (fast), lo, hi, seed;
+  uint32_t bs, max_ranges;
+  int policy, rc;
+
+  if (!o)
+    o = &def;
+  bs = o->block_size ? o->block_size : 4096;
+  max_ranges = o->max_ranges ? o->max_ranges : 65536;
+  if (bs < 4096 || bs > 65536 || (bs & (bs - 1))) {
+    snprintf (why, whylen, "block size %u: must be a power of two from 4096 to 65536", bs);
+    return -EINVAL;
+  }
+  if ((unsigned) o->mode >= HC_MODE_COUNT) {
+    snprintf (why, whylen, "unknown cache mode %u", (unsigned) o->mode);
+    return -EINVAL;
+  }
+  if ((policy = hc_policy_find (o->policy ? o->policy : hc_policy_name_of (HC_POLICY_DEFAULT))) < 0) {
+    snprintf (why, whylen, "unknown policy '%s' (policies: lru, s3fifo, hintaware)", o->policy);
+    return -EINVAL;
+  }
+  if (max_ranges > (1u << 22)) {
+    snprintf (why, whylen, "at most %u range hints", 1u << 22);
+    return -EINVAL;
+  }
+  if (o->slow_path && strlen (o->slow_path) > HC_FMT_PATH_MAX) {
+    snprintf (why, whylen, "slow tier path longer than %u bytes", HC_FMT_PATH_MAX);
+    return -EINVAL;
+  }
+  if (slow_size < HC_FMT_LABEL_SIZE + bs) {
+    snprintf (why, whylen, "the slow tier (%" PRIu64 " bytes) is too small", slow_size);
+    return -EINVAL;
+  }
+
+  sb.version = HC_FMT_VERSION;
+  sb.block_size = bs;
+  sb.mode = o->mode;
+  sb.policy = (uint32_t) policy;
+  sb.slow_label_off = (slow_size - HC_FMT_LABEL_SIZE) / 4096 * 4096;
+  sb.volume_size = sb.slow_label_off / bs * bs;
+  if (sb.volume_size / bs > HC_ORIGIN_MAX) {
+    snprintf (why, whylen, "the slow tier is larger than %" PRIu64 " blocks", HC_ORIGIN_MAX);
+    return -EINVAL;
+  }
+  /* The largest block count that fits (the layout grows with it). */
+  lo = 0;
+  hi = fast_size / bs;
+  if (hi > (1u << 31))
+    hi = 1u << 31;
+  while (lo < hi) {
+    uint64_t mid = lo + (hi - lo + 1) / 2;
+    if (layout (&sb, mid, bs, max_ranges) <= fast_size)
+      lo = mid;
+    else
+      hi = mid - 1;
+  }
+  if (lo < 16) {
+    uint64_t need = layout (&sb, 16, bs, max_ranges);
+    snprintf (why, whylen, "the fast tier (%" PRIu64 " bytes) is too small: at least %" PRIu64
+              " bytes are needed for 16 blocks of %u bytes", fast_size, need, bs);
+    return -EINVAL;
+  }
+  sb.fast_size = layout (&sb, lo, bs, max_ranges);
+  if (getrandom (sb.cache_uuid, 16, 0) != 16 || getrandom (sb.slow_uuid, 16, 0) != 16) {
+    snprintf (why, whylen, "no randomness for the UUIDs");
+    return -EIO;
+  }
+  if (o->slow_path)
+    snprintf (sb.slow_path, sizeof sb.slow_path, "%s", o->slow_path);
+  sb.replay_seq = 1;
+  sb.replay_pos = 0;
+  sb.flags = HC_SB_CLEAN;
+  seed = uuid_seed (sb.cache_uuid);
+
+  /* Empty metadata, then the label, then the superblocks last: a format cut
+   * short leaves no superblock and so no volume. */
+  if ((rc = write_region (fast, sb.table_off, sb.table_sectors, 0, seed, fill_table)) < 0
+      || (rc = write_region (fast, sb.range_off, sb.range_sectors, 0, seed, NULL)) < 0
+      || (rc = write_region (fast, sb.journal_off, sb.journal_sectors, 8, seed, NULL)) < 0) {
+    snprintf (why, whylen, "writing metadata to the fast tier: %s", strerror (-rc));
+    return rc;
+  }
+  label_encode (&sb, slow_size, s);
+  if ((rc = hc_tier_write (slow, s, sizeof s, sb.slow_label_off, HC_TIER_FUA)) < 0) {
+    snprintf (why, whylen, "writing the slow tier's label: %s", strerror (-rc));
+    return rc;
+  }
+  if ((rc = hc_tier_flush (fast)) < 0)
+    goto sb_error;
+  for (uint64_t g = 1; g <= 2; g++) {
+    sb.generation = g;
+    hc_sb_encode (&sb, s);
+    if ((rc = hc_tier_write (fast, s, sizeof s, (g % 2) * HC_FMT_SB_SLOT, HC_TIER_FUA)) < 0)
+      goto sb_error;
+  }
+  return 0;
+sb_error:
+  snprintf (why, whylen, "writing the superblock: %s", strerror (-rc));
+  return rc;
+}
+
+/* ---------------------------------------------------------------------------
+ * 3. Load: table, range hints, replay.
+ */
+
+static inline void put48 (uint8_t *p, uint64_t v) { for (int i = 0; i < 6; i++) p[i] = v >> (8 * i); }
+static inline void put56 (uint8_t *p, uint64_t v) { for (int i = 0; i < 7; i++) p[i] = v >> (8 * i); }
+static inline uint64_t get48 (const uint8_t *p)
+{ uint64_t v = 0; for (int i = 5; i >= 0; i--) v = v << 8 | p[i]; return v; }
+static inline uint64_t get56 (const uint8_t *p)
+{ uint64_t v = 0; for (int i = 6; i >= 0; i--) v = v << 8 | p[i]; return v; }
+
+/* Reads a region sector by sector, checking each checksum, and hands each
+ * valid sector to visit().  Returns 0, -EUCLEAN with `why`, or an I/O error. */
+static int
+read_region (hc_volume *v, const char *what, uint64_t off, uint64_t count, unsigned csum_off,
+             int (*visit) (hc_volume *v, uint64_t i, const uint8_t *sector, void *arg), void *arg,
+             char *why, size_t whylen)
+{
+  uint8_t *buf = malloc (IO_CHUNK);
+  int rc = 0;
+
+  if (!buf)
+    return -ENOMEM;
+  for (uint64_t i = 0; i < count && rc == 0;) {
+    uint64_t k = count - i < IO_CHUNK / HC_FMT_SECTOR ? count - i : IO_CHUNK / HC_FMT_SECTOR;
+    if ((rc = hc_tier_read (v->fast, buf, k * HC_FMT_SECTOR, off + i * HC_FMT_SECTOR)) < 0) {
+      snprintf (why, whylen, "reading the %s: %s", what, strerror (-rc));
+      break;
+    }
+    for (uint64_t j = 0; j < k && rc == 0; j++) {
+      const uint8_t *s = buf + j * HC_FMT_SECTOR;
+      if (hc_get32 (s + csum_off) != hc_meta_csum (s, csum_off, v->seed, off / HC_FMT_SECTOR + i + j)) {
+        snprintf (why, whylen, "%s sector %" PRIu64 " is corrupt (checksum mismatch)", what, i + j);
+        rc = -EUCLEAN;
+      } else if (visit) {
+        rc = visit (v, i + j, s, arg);
+      }
+    }
+    i += k;
+  }
+  free (buf);
+  return rc;
+}
+
+/* Load-time state: the table's entries, patched by replay, then turned into
+ * the directory. */
+struct load {
+  uint64_t *entry;
+  char *why;
+  size_t whylen;
+};
+
+static int
+visit_table (hc_volume *v, uint64_t i, const uint8_t *s, void *arg)
+{
+  struct load *L = arg;
+  for (unsigned k = 0; k < HC_FMT_TABLE_PER_SECTOR; k++) {
+    uint64_t c = i * HC_FMT_TABLE_PER_SECTOR + k;
+    uint64_t e = hc_get64 (s + 8 + 8 * k);
+    if (c >= v->sb.nblocks) {
+      if (e != 0) {
+        snprintf (L->why, L->whylen, "table sector %" PRIu64 " maps a block past the cache", i);
+        return -EUCLEAN;
+      }
+      continue;
+    }
+    L->entry[c] = e;
+  }
+  return 0;
+}
+
+static int
+visit_ranges (hc_volume *v, uint64_t i, const uint8_t *s, void *arg)
+{
+  struct load *L = arg;
+  unsigned n = hc_get16 (s + 4);
+  if (n > HC_FMT_RANGE_PER_SECTOR) {
+    snprintf (L->why, L->whylen, "range sector %" PRIu64 " claims %u entries", i, n);
+    return -EUCLEAN;
+  }
+  for (unsigned k = 0; k < n; k++) {
+    const uint8_t *r = s + 16 + 16 * k;
+    uint64_t start = get48 (r), len = get56 (r + 6);
+    if (hc_ranges_set (&v->ranges, start, start + len, r[13], r[14]) < 0) {
+      snprintf (L->why, L->whylen, "range sector %" PRIu64 " entry %u is invalid", i, k);
+      return -EUCLEAN;
+    }
+  }
+  return 0;
+}
+
+/* Applies one journal record to the load state. */
+static int
+apply_record (hc_volume *v, struct load *L, const uint8_t *r)
+{
+  switch (r[0]) {
+  case HC_JREC_MAP: {
+    uint32_t c = hc_get32 (r + 4);
+    uint64_t e = hc_get64 (r + 8);
+    if (c >= v->sb.nblocks || (e & ~HC_FMT_ENTRY_MASK))
+      break;
+    L->entry[c] = e;
+    v->table_dirty[c / HC_FMT_TABLE_PER_SECTOR / 8] |= 1u << (c / HC_FMT_TABLE_PER_SECTOR % 8);
+    return 0;
+  }
+  case HC_JREC_RANGE: {
+    uint64_t start = get48 (r + 3), len = get56 (r + 9);
+    if (len == 0 || hc_ranges_set (&v->ranges, start, start + len, r[1], r[2]) < 0)
+      break;
+    v->ranges_dirty = true;
+    return 0;
+  }
+  default:
+    break;
+  }
+  snprintf (L->why, L->whylen, "journal record of type %u is invalid", r[0]);
+  return -EUCLEAN;
+}
+
+/* Replays the journal from the superblock's start.  Whole commits only. */
+static int
+replay (hc_volume *v, struct load *L, bool check_all)
+{
+  const uint64_t J = v->sb.journal_sectors, base = v->sb.journal_off / HC_FMT_SECTOR;
+  uint64_t seq = v->sb.replay_seq, pos = v->sb.replay_pos, applied = 0;
+  uint8_t *commit = NULL, s[HC_FMT_SECTOR];
+  size_t ncommit = 0, capcommit = 0;
+  uint64_t commit_sectors = 0;
+  int rc = 0;
+
+  for (uint64_t walked = 0; walked < J; walked++) {
+    if ((rc = hc_tier_read (v->fast, s, sizeof s, (base + pos) * HC_FMT_SECTOR)) < 0) {
+      snprintf (L->why, L->whylen, "reading the journal: %s", strerror (-rc));
+      goto out;
+    }
+    if (hc_get32 (s + 8) != hc_meta_csum (s, 8, v->seed, base + pos)) {
+      snprintf (L->why, L->whylen, "journal sector %" PRIu64 " is corrupt (checksum mismatch)", pos);
+      rc = -EUCLEAN;
+      goto out;
+    }
+    if (hc_get64 (s) != seq)
+      break; /* the end of the log */
+    unsigned n = s[12];
+    if (n > HC_FMT_JREC_PER_SECTOR) {
+      snprintf (L->why, L->whylen, "journal sector %" PRIu64 " claims %u records", pos, n);
+      rc = -EUCLEAN;
+      goto out;
+    }
+    if (ncommit + n > capcommit) {
+      capcommit = (ncommit + n) * 2 + 64;
+      uint8_t *nb = realloc (commit, capcommit * REC);
+      if (!nb) {
+        rc = -ENOMEM;
+        goto out;
+      }
+      commit = nb;
+    }
+    memcpy (commit + ncommit * REC, s + 16, n * REC);
+    ncommit += n;
+    commit_sectors++;
+    seq++;
+    pos = (pos + 1) % J;
+    if (s[13] & HC_JFLAG_END) {
+      for (size_t i = 0; i < ncommit; i++)
+        if ((rc = apply_record (v, L, commit + i * REC)) < 0)
+          goto out;
+      applied += commit_sectors;
+      ncommit = 0;
+      commit_sectors = 0;
+      v->next_seq = seq;
+      v->next_pos = pos;
+    }
+  }
+  /* A commit without its END was cut short: it never happened. */
+  if (check_all)
+    rc = read_region (v, "journal", v->sb.journal_off, J, 8, NULL, NULL, L->why, L->whylen);
+out:
+  free (commit);
+  v->replayed = applied;
+  return rc;
+}
+
+int
+hc_meta_load (hc_volume *v, bool check_all, char *why, size_t whylen)
+{
+  struct load L = { .why = why, .whylen = whylen };
+  struct hc_dir *d = &v->dir;
+  int rc;
+
+  L.entry = calloc (v->sb.nblocks, sizeof *L.entry);
+  if (!L.entry)
+    return -ENOMEM;
+  if ((rc = check_label (v->slow, &v->sb, why, whylen)) < 0)
+    goto out;
+  rc = read_region (v, "table", v->sb.table_off, v->sb.table_sectors, 0, visit_table, &L, why,
+                    whylen);
+  if (rc == 0)
+    rc = read_region (v, "range-hint", v->sb.range_off, v->sb.range_sectors, 0, visit_ranges, &L,
+                      why, whylen);
+  v->next_seq = v->sb.replay_seq;
+  v->next_pos = v->sb.replay_pos;
+  if (rc == 0)
+    rc = replay (v, &L, check_all);
+  if (rc < 0)
+    goto out;
+
+  /* Build the directory; check the invariants on the way. */
+  for (uint32_t c = 0; c < v->sb.nblocks; c++) {
+    uint64_t e = L.entry[c];
+    if (!(e & HC_M_VALID)) {
+      if (e != 0) {
+        snprintf (why, whylen, "block %u has an entry but is not valid", c);
+        rc = -EUCLEAN;
+        goto out;
+      }
+      continue;
+    }
+    uint64_t origin = hc_meta_origin (e);
+    if (origin >= v->nslow || (e & ~HC_FMT_ENTRY_MASK)) {
+      snprintf (why, whylen, "block %u maps block %" PRIu64 ", outside the volume", c, origin);
+      rc = -EUCLEAN;
+      goto out;
+    }
+    if (hc_dir_find (d, origin) != HC_NIL) {
+      snprintf (why, whylen, "volume block %" PRIu64 " is mapped twice", origin);
+      rc = -EUCLEAN;
+      goto out;
+    }
+    hc_dir_restore (d, c, origin, hc_meta_class (e), (e & HC_M_DIRTY) != 0);
+  }
+out:
+  free (L.entry);
+  return rc;
+}
+
+/* ---------------------------------------------------------------------------
+ * 4. Records, commit, checkpoint.
+ */
+
+/* Makes room for one more record in the buffer. */
+static uint8_t *
+new_record (hc_volume *v)
+{
+  if (v->jrec == v->jcap) {
+    size_t ncap = v->jcap ? v->jcap * 2 : 1024;
+    uint8_t *nb = realloc (v->jbuf, ncap * REC);
+    if (!nb)
+      abort (); /* the record describes a change already made in RAM */
+    v->jbuf = nb;
+    v->jcap = ncap;
+  }
+  uint8_t *r = v->jbuf + v->jrec++ * REC;
+  memset (r, 0, REC);
+  return r;
+}
+
+void
+hc_meta_record_block (hc_volume *v, uint32_t c)
+{
+  uint64_t w = v->dir.map.meta[c];
+  uint8_t *r = new_record (v);
+
+  r[0] = HC_JREC_MAP;
+  hc_put32 (r + 4, c);
+  hc_put64 (r + 8, (w & HC_M_VALID) ? w & HC_FMT_ENTRY_MASK : 0);
+  v->table_dirty[c / HC_FMT_TABLE_PER_SECTOR / 8] |= 1u << (c / HC_FMT_TABLE_PER_SECTOR % 8);
+}
+
+void
+hc_meta_record_range (hc_volume *v, uint64_t start, uint64_t end, unsigned cls, unsigned advice)
+{
+  uint8_t *r = new_record (v);
+
+  r[0] = HC_JREC_RANGE;
+  r[1] = (uint8_t) cls;
+  r[2] = (uint8_t) advice;
+  put48 (r + 3, start);
+  put56 (r + 9, end - start);
+  v->ranges_dirty = true;
+}
+
+int
+hc_meta_write_sb (hc_volume *v, bool clean)
+{
+  uint8_t s[HC_FMT_SECTOR];
+  struct hc_sb sb = v->sb;
+
+  sb.generation++;
+  sb.mode = v->mode;
+  sb.flags = clean ? HC_SB_CLEAN : 0;
+  hc_sb_encode (&sb, s);
+  int rc = hc_tier_write (v->fast, s, sizeof s, (sb.generation % 2) * HC_FMT_SB_SLOT, HC_TIER_FUA);
+  if (rc == 0)
+    v->sb = sb;
+  return rc;
+}
+
+/* Encodes table sector i from the live map (caller holds lock). */
+static void
+encode_table_sector (hc_volume *v, uint64_t i, uint8_t *s)
+{
+  memset (s, 0, HC_FMT_SECTOR);
+  hc_put32 (s + 4, (uint32_t) i);
+  for (unsigned k = 0; k < HC_FMT_TABLE_PER_SECTOR; k++) {
+    uint64_t c = i * HC_FMT_TABLE_PER_SECTOR + k;
+    if (c >= v->sb.nblocks)
+      break;
+    uint64_t w = v->dir.map.meta[c];
+    hc_put64 (s + 8 + 8 * k, (w & HC_M_VALID) ? w & HC_FMT_ENTRY_MASK : 0);
+  }
+  hc_put32 (s, hc_meta_csum (s, 0, v->seed, v->sb.table_off / HC_FMT_SECTOR + i));
+}
+
+/* Encodes the whole range table into sectors (caller holds lock). */
+static void
+encode_ranges (hc_volume *v, uint8_t *buf)
+{
+  memset (buf, 0, v->sb.range_sectors * HC_FMT_SECTOR);
+  for (uint32_t i = 0; i < v->ranges.n; i++) {
+    uint8_t *s = buf + (i / HC_FMT_RANGE_PER_SECTOR) * HC_FMT_SECTOR;
+    uint8_t *r = s + 16 + 16 * (i % HC_FMT_RANGE_PER_SECTOR);
+    const struct hc_range *p = &v->ranges.r[i];
+    put48 (r, p->start);
+    put56 (r + 6, p->end - p->start);
+    r[13] = p->cls;
+    r[14] = p->advice;
+    hc_put16 (s + 4, (uint16_t) (i % HC_FMT_RANGE_PER_SECTOR + 1));
+  }
+  for (uint64_t i = 0; i < v->sb.range_sectors; i++) {
+    uint8_t *s = buf + i * HC_FMT_SECTOR;
+    hc_put32 (s, hc_meta_csum (s, 0, v->seed, v->sb.range_off / HC_FMT_SECTOR + i));
+  }
+}
+
+/* A checkpoint's payload, encoded under the lock and written after it. */
+struct ckpt {
+  uint8_t *table;      /* dirty table sectors, in order */
+  uint64_t *index;     /* their sector numbers */
+  uint64_t n;
+  uint8_t *ranges;     /* the whole range region, or NULL */
+};
+
+static int
+take_checkpoint (hc_volume *v, struct ckpt *ck)
+{
+  uint64_t count = 0;
+
+  for (uint64_t i = 0; i < v->sb.table_sectors; i++)
+    count += (v->table_dirty[i / 8] >> (i % 8)) & 1;
+  ck->table = malloc (count * HC_FMT_SECTOR + 1);
+  ck->index = malloc (count * sizeof *ck->index + 1);
+  ck->ranges = v->ranges_dirty ? malloc (v->sb.range_sectors * HC_FMT_SECTOR) : NULL;
+  if (!ck->table || !ck->index || (v->ranges_dirty && !ck->ranges))
+    return -ENOMEM;
+  ck->n = 0;
+  for (uint64_t i = 0; i < v->sb.table_sectors; i++)
+    if ((v->table_dirty[i / 8] >> (i % 8)) & 1) {
+      encode_table_sector (v, i, ck->table + ck->n * HC_FMT_SECTOR);
+      ck->index[ck->n++] = i;
+    }
+  if (ck->ranges)
+    encode_ranges (v, ck->ranges);
+  memset (v->table_dirty, 0, (v->sb.table_sectors + 7) / 8);
+  v->ranges_dirty = false;
+  return 0;
+}
+
+static void
+free_checkpoint (struct ckpt *ck)
+{
+  free (ck->table);
+  free (ck->index);
+  free (ck->ranges);
+}
+
+/* Writes a checkpoint's sectors, coalescing runs of consecutive sectors. */
+static int
+write_checkpoint (hc_volume *v, const struct ckpt *ck)
+{
+  int rc = 0;
+
+  for (uint64_t i = 0; i < ck->n && rc == 0;) {
+    uint64_t j = i + 1;
+    while (j < ck->n && ck->index[j] == ck->index[j - 1] + 1 && j - i < IO_CHUNK / HC_FMT_SECTOR)
+      j++;
+    rc = hc_tier_write (v->fast, ck->table + i * HC_FMT_SECTOR, (j - i) * HC_FMT_SECTOR,
+                        v->sb.table_off + ck->index[i] * HC_FMT_SECTOR, 0);
+    i = j;
+  }
+  if (rc == 0 && ck->ranges)
+    rc = hc_tier_write (v->fast, ck->ranges, v->sb.range_sectors * HC_FMT_SECTOR, v->sb.range_off, 0);
+  return rc;
+}
+
+/* Writes records as journal sectors starting at (seq, pos), the last one
+ * marked END; flushes.  Returns the number of sectors written, or an error. */
+static long
+write_journal (hc_volume *v, const uint8_t *recs, size_t nrec, uint64_t seq, uint64_t pos)
+{
+  const uint64_t J = v->sb.journal_sectors, base = v->sb.journal_off / HC_FMT_SECTOR;
+  size_t nsect = (nrec + HC_FMT_JREC_PER_SECTOR - 1) / HC_FMT_JREC_PER_SECTOR;
+  uint8_t *buf = calloc (nsect, HC_FMT_SECTOR);
+  int rc = 0;
+
+  if (!buf)
+    return -ENOMEM;
+  for (size_t i = 0; i < nsect; i++) {
+    uint8_t *s = buf + i * HC_FMT_SECTOR;
+    size_t first = i * HC_FMT_JREC_PER_SECTOR;
+    size_t n = nrec - first < HC_FMT_JREC_PER_SECTOR ? nrec - first : HC_FMT_JREC_PER_SECTOR;
+    hc_put64 (s, seq + i);
+    s[12] = (uint8_t) n;
+    s[13] = i == nsect - 1 ? HC_JFLAG_END : 0;
+    memcpy (s + 16, recs + first * REC, n * REC);
+    hc_put32 (s + 8, hc_meta_csum (s, 8, v->seed, base + (pos + i) % J));
+  }
+  /* At most two runs (the ring may wrap), then one flush for both. */
+  uint64_t first_run = J - pos < nsect ? J - pos : nsect;
+  rc = hc_tier_write (v->fast, buf, first_run * HC_FMT_SECTOR, (base + pos) * HC_FMT_SECTOR, 0);
+  if (rc == 0 && nsect > first_run)
+    rc = hc_tier_write (v->fast, buf + first_run * HC_FMT_SECTOR,
+                        (nsect - first_run) * HC_FMT_SECTOR, base * HC_FMT_SECTOR, 0);
+  if (rc == 0)
+    rc = hc_tier_flush (v->fast);
+  free (buf);
+  return rc < 0 ? rc : (long) nsect;
+}
+
+int
+hc_meta_commit (hc_volume *v, bool want_checkpoint)
+{
+  uint8_t *recs;
+  size_t nrec;
+  bool slow_dirty, checkpoint;
+  struct ckpt ck = { 0 };
+  uint64_t seq, pos;
+  int rc = 0;
+
+  if (v->opts.read_only)
+    return 0;
+  pthread_mutex_lock (&v->commit_lock);
+  pthread_mutex_lock (&v->lock);
+  if (v->failed) {
+    pthread_mutex_unlock (&v->lock);
+    pthread_mutex_unlock (&v->commit_lock);
+    return -EIO;
+  }
+  recs = v->jbuf;
+  nrec = v->jrec;
+  v->jbuf = NULL;
+  v->jrec = v->jcap = 0;
+  /* Blocks freed by these records become reusable when they are durable. */
+  while (v->dir.map.pending.count) {
+    uint32_t c = hc_list_pop_tail (&v->dir.map, &v->dir.map.pending);
+    hc_list_push_head (&v->dir.map, &v->committing, c);
+  }
+  slow_dirty = v->slow_dirty;
+  v->slow_dirty = false;
+  seq = v->next_seq;
+  pos = v->next_pos;
+  {
+    size_t nsect = (nrec + HC_FMT_JREC_PER_SECTOR - 1) / HC_FMT_JREC_PER_SECTOR;
+    uint64_t used = seq - v->sb.replay_seq;
+    /* Keep a quarter of the ring free: a full one forces a checkpoint. */
+    checkpoint = want_checkpoint || used + nsect > v->sb.journal_sectors * 3 / 4;
+  }
+  if (checkpoint && (rc = take_checkpoint (v, &ck)) < 0) {
+    /* Out of memory: put everything back; nothing was written. */
+    v->jbuf = recs;
+    v->jrec = v->jcap = nrec;
+    v->slow_dirty |= slow_dirty;
+    while (v->committing.count)
+      hc_list_push_head (&v->dir.map, &v->dir.map.pending,
+                         hc_list_pop_tail (&v->dir.map, &v->committing));
+    goto unlock;
+  }
+  pthread_mutex_unlock (&v->lock);
+
+  if (slow_dirty)
+    rc = hc_tier_flush (v->slow);
+  if (rc == 0 && (nrec || checkpoint))
+    rc = hc_tier_flush (v->fast);
+  if (rc == 0 && nrec && !checkpoint) {
+    long n = write_journal (v, recs, nrec, seq, pos);
+    if (n < 0)
+      rc = (int) n;
+    else {
+      seq += (uint64_t) n;
+      pos = (pos + (uint64_t) n) % v->sb.journal_sectors;
+    }
+  }
+  if (rc == 0 && checkpoint) {
+    /* The table now holds everything, these records included: write it,
+     * make it durable, then move the replay start past the log. */
+    rc = write_checkpoint (v, &ck);
+    if (rc == 0)
+      rc = hc_tier_flush (v->fast);
+    if (rc == 0) {
+      struct hc_sb keep = v->sb;
+      v->sb.replay_seq = seq;
+      v->sb.replay_pos = pos;
+      if ((rc = hc_meta_write_sb (v, false)) < 0)
+        v->sb = keep;
+    }
+  }
+
+  pthread_mutex_lock (&v->lock);
+  if (rc == 0) {
+    v->next_seq = seq;
+    v->next_pos = pos;
+    v->dir.stats.commits++;
+    while (v->committing.count) {
+      uint32_t c = hc_list_pop_tail (&v->dir.map, &v->committing);
+      hc_list_push_head (&v->dir.map, hc_vol_busy (v, c) ? &v->dir.map.pending : &v->dir.map.free, c);
+    }
+    pthread_cond_broadcast (&v->space);
+  } else {
+    /* Nothing of this commit is known to be durable, and RAM is ahead of
+     * the disk: refuse further writes rather than guess. */
+    v->failed = true;
+    while (v->committing.count)
+      hc_list_push_head (&v->dir.map, &v->dir.map.pending,
+                         hc_list_pop_tail (&v->dir.map, &v->committing));
+  }
+unlock:
+  pthread_mutex_unlock (&v->lock);
+  pthread_mutex_unlock (&v->commit_lock);
+  if (recs != v->jbuf)
+    free (recs);
+  free_checkpoint (&ck);
+  return rc;
+}

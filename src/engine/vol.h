@@ -1,0 +1,184 @@
+/* Internal state of a volume, shared by the engine's files:
+ *
+ *   volume.c   open, close, format, mode, stats, info, streams
+ *   meta.c     the on-disk format: superblock, label, table, range hints,
+ *              journal; recovery, commit and checkpoint
+ *   io.c       read, write, discard, zero, advise, flush
+ *   cleaner.c  the background thread: write-back, free space, prefetch
+ *
+ * Locking rules (also in docs/ARCHITECTURE.md), outermost first:
+ *
+ *   1. stripe locks (rwlock per origin block, by origin % HC_STRIPES): a
+ *      block's data I/O happens under its stripe — shared for reads, exclusive
+ *      for writes, write-back and prefetch — so a read-miss fill can never
+ *      install data older than a concurrent write, and the cleaner never
+ *      marks clean a block that changed under it.  One stripe at a time.
+ *   2. commit_lock: one commit or checkpoint at a time.
+ *   3. lock: the directory, the journal buffer, the lists, the range hints,
+ *      the statistics.  Never held across I/O, except that a read-only open
+ *      does its replay under it.
+ *
+ *   pins (one atomic byte per cache block) are taken under `lock` and
+ *   dropped without it: a pinned block is neither evicted nor reused, so
+ *   data I/O on it can run unlocked.
+ */
+#ifndef HC_ENGINE_VOL_H
+#define HC_ENGINE_VOL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "hintcache/volume.h"
+#include "../cache/dir.h"
+#include "format.h"
+#include "ranges.h"
+
+#define HC_STRIPES 1024
+#define HC_SEQ_SLOTS 16
+
+/* A sequential-run detector: the end of each of a few recent runs. */
+struct hc_seqslot {
+  uint64_t next;  /* byte offset where the run continues */
+  uint64_t run;   /* bytes in the run so far */
+  uint64_t stamp; /* for replacing the least recently used */
+};
+
+struct hc_stream {
+  hc_volume *v;
+  struct hc_hint hint;
+  struct hc_seqslot seq; /* under v->lock */
+};
+
+struct hc_prefetch {
+  uint64_t off, len;
+  struct hc_hint hint;
+};
+
+struct hc_volume {
+  hc_tier *fast, *slow;
+  struct hc_sb sb;
+  uint32_t bs, bshift;
+  uint64_t nslow;              /* blocks in the volume */
+  struct hc_open_opts opts;
+  uint64_t seed;               /* checksum seed, from the cache UUID */
+
+  pthread_mutex_t lock;
+  struct hc_dir dir;
+  _Atomic uint8_t *pins;
+  enum hc_mode mode;
+  struct hc_ranges ranges;
+  struct hc_hint device_hint;
+  struct hc_seqslot seq[HC_SEQ_SLOTS];
+  uint64_t seq_clock;
+
+  /* Journal buffer: records not yet committed (16 bytes each). */
+  uint8_t *jbuf;
+  size_t jrec, jcap;
+  struct hc_list committing;   /* freed by the commit under way */
+  uint8_t *table_dirty;        /* bitmap of table sectors changed since the checkpoint */
+  bool ranges_dirty;
+  bool slow_dirty;             /* the slow tier was written since the last commit */
+  uint64_t next_seq, next_pos; /* the next journal sector */
+
+  pthread_mutex_t commit_lock;
+  pthread_rwlock_t stripes[HC_STRIPES];
+
+  /* The cleaner. */
+  pthread_t cleaner;
+  bool cleaner_started, stop;
+  pthread_cond_t wake;         /* wakes the cleaner */
+  pthread_cond_t space;        /* writers waiting for a clean block */
+  uint64_t last_io_ns;         /* for idle detection */
+  struct hc_prefetch *prefetch;
+  size_t nprefetch, capprefetch;
+
+  uint64_t replayed;
+  bool was_clean;
+  bool failed;                 /* a commit failed: refuse further writes */
+};
+
+/* ---- meta.c ---- */
+
+/* Checksum of a 512-byte sector whose 4-byte checksum field is at csum_off
+ * (taken as zero), seeded with the volume seed and the sector's position. */
+uint32_t hc_meta_csum (const uint8_t *sector, unsigned csum_off, uint64_t seed, uint64_t lba);
+
+/* Encodes / decodes a superblock sector.  decode returns 0, -EINVAL (not a
+ * superblock: bad magic), -EUCLEAN (bad checksum) or -EPROTONOSUPPORT. */
+void hc_sb_encode (const struct hc_sb *sb, uint8_t sector[HC_FMT_SECTOR]);
+int hc_sb_decode (const uint8_t sector[HC_FMT_SECTOR], struct hc_sb *sb);
+
+/* Reads both superblocks and returns the newest valid one in *sb (and
+ * which slot it was in).  Any corrupt copy is an error (-EUCLEAN), since
+ * sector writes are atomic. */
+int hc_meta_read_sb (hc_tier *fast, struct hc_sb *sb, unsigned *slot, char *why, size_t whylen);
+
+/* Lays out and writes a new volume. */
+int hc_meta_format (hc_tier *fast, hc_tier *slow, const struct hc_format_opts *o, char *why,
+                    size_t whylen);
+
+/* Loads the table and range hints, replays the journal into v (v->sb and
+ * the directory must be set up).  check_only: verify every journal sector
+ * too.  Returns 0 or an error with `why`. */
+int hc_meta_load (hc_volume *v, bool check_all, char *why, size_t whylen);
+
+/* Appends a record that block c's table entry is now what its meta word
+ * says (caller holds lock). */
+void hc_meta_record_block (hc_volume *v, uint32_t c);
+
+/* Appends a range-hint record (caller holds lock). */
+void hc_meta_record_range (hc_volume *v, uint64_t start, uint64_t end, unsigned cls,
+                           unsigned advice);
+
+/* Commits the journal buffer (and checkpoints if asked or needed); see
+ * format.h.  Takes commit_lock and lock itself. */
+int hc_meta_commit (hc_volume *v, bool checkpoint);
+
+/* Writes the superblock (next generation, other slot) with the current mode
+ * and replay position, FUA.  Caller holds commit_lock. */
+int hc_meta_write_sb (hc_volume *v, bool clean);
+
+/* ---- io.c ---- */
+
+/* Is cache block c pinned (busy)? */
+static inline bool
+hc_vol_busy (hc_volume *v, uint32_t c)
+{
+  return atomic_load_explicit (&v->pins[c], memory_order_acquire) != 0;
+}
+
+/* Victim filter: clean and not pinned (caller holds lock). */
+bool hc_vol_evictable (void *arg, uint32_t c);
+
+/* Brings one block into the cache for willneed (prefetch); caller holds no
+ * lock.  Returns 0 or an error. */
+int hc_vol_prefetch_block (hc_volume *v, uint64_t blk, struct hc_hint hint);
+
+/* Runs the queued willneed prefetches now (caller holds no lock). */
+int hc_vol_run_prefetch (hc_volume *v);
+
+/* Writes back one dirty block; returns 1 if it did, 0 if there was nothing
+ * to do (it changed meanwhile), or an error. */
+int hc_vol_writeback (hc_volume *v, uint32_t c);
+
+/* Resolves the hint of block blk for an I/O with context ctx (caller holds
+ * lock). */
+struct hc_hint hc_vol_resolve (hc_volume *v, uint64_t blk, const struct hc_ioctx *ctx);
+
+/* ---- cleaner.c ---- */
+
+int hc_cleaner_start (hc_volume *v);
+void hc_cleaner_stop (hc_volume *v);
+
+/* Writes back dirty blocks, least valuable class first, in slow-tier order,
+ * until at most `target` remain dirty or nothing more can be done.  Returns
+ * the number written back, or an error. */
+long hc_clean_to (hc_volume *v, uint64_t target);
+
+/* Makes free blocks available: evicts clean blocks to pending, commits.
+ * Returns the number of free blocks afterwards. */
+uint32_t hc_vol_reclaim (hc_volume *v, uint32_t want);
+
+#endif /* HC_ENGINE_VOL_H */

@@ -1,0 +1,329 @@
+/* The volume's lifecycle: format, open, close, mode, statistics, streams,
+ * and the offline check.
+ *
+ * Opening reads the superblock, checks the slow tier's label, loads the
+ * table and range hints and replays the journal (meta.c), then — unless
+ * read-only — checkpoints at once, with the journal's sequence numbers moved
+ * a full ring ahead: a commit cut short by the crash may have left sectors
+ * whose numbers the next commits would reuse, and moving past them makes
+ * sure replay can never splice them in.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "vol.h"
+
+static const char *const mode_names[HC_MODE_COUNT] = {
+  [HC_MODE_WRITETHROUGH] = "writethrough", [HC_MODE_WRITEBACK] = "writeback",
+  [HC_MODE_WRITEAROUND] = "writearound", [HC_MODE_PASSTHROUGH] = "passthrough",
+};
+static const char *const mode_short[HC_MODE_COUNT] = { "wt", "wb", "wa", "pt" };
+
+const char *
+hc_mode_name (unsigned mode)
+{
+  return mode < HC_MODE_COUNT ? mode_names[mode] : NULL;
+}
+
+int
+hc_mode_parse (const char *name, enum hc_mode *mode)
+{
+  for (unsigned i = 0; i < HC_MODE_COUNT; i++)
+    if (strcmp (name, mode_names[i]) == 0 || strcmp (name, mode_short[i]) == 0) {
+      *mode = (enum hc_mode) i;
+      return 0;
+    }
+  return -EINVAL;
+}
+
+const char *
+hc_policy_name (unsigned index)
+{
+  /* The default first, then the others in registry order. */
+  if (index == 0)
+    return hc_policy_name_of (HC_POLICY_DEFAULT);
+  unsigned k = 0;
+  for (unsigned id = 0; id < HC_POLICY_COUNT; id++)
+    if (id != HC_POLICY_DEFAULT && ++k == index)
+      return hc_policy_name_of (id);
+  return NULL;
+}
+
+int
+hc_volume_format (hc_tier *fast, hc_tier *slow, const struct hc_format_opts *o, char *why,
+                  size_t whylen)
+{
+  char dummy[8];
+  if (!why) {
+    why = dummy;
+    whylen = sizeof dummy;
+  }
+  why[0] = '\0';
+  return hc_meta_format (fast, slow, o, why, whylen);
+}
+
+/* Frees a volume's memory (its threads are stopped). */
+static void
+destroy (hc_volume *v)
+{
+  hc_dir_fini (&v->dir);
+  hc_ranges_fini (&v->ranges);
+  free ((void *) v->pins);
+  free (v->jbuf);
+  free (v->table_dirty);
+  free (v->prefetch);
+  pthread_mutex_destroy (&v->lock);
+  pthread_mutex_destroy (&v->commit_lock);
+  pthread_cond_destroy (&v->wake);
+  pthread_cond_destroy (&v->space);
+  for (unsigned i = 0; i < HC_STRIPES; i++)
+    pthread_rwlock_destroy (&v->stripes[i]);
+  free (v);
+}
+
+/* Opens with explicit checking depth (check_all: every journal sector). */
+static int
+open_volume (hc_tier *fast, hc_tier *slow, const struct hc_open_opts *o, bool check_all,
+             hc_volume **out, char *why, size_t whylen)
+{
+  struct hc_open_opts def = { 0 };
+  hc_volume *v;
+  struct hc_sb sb;
+  int rc;
+
+  if (!o)
+    o = &def;
+  if ((rc = hc_meta_read_sb (fast, &sb, NULL, why, whylen)) < 0)
+    return rc;
+  if (hc_tier_size (fast) < sb.fast_size) {
+    snprintf (why, whylen, "the fast tier is truncated: %llu bytes, the volume needs %llu",
+              (unsigned long long) hc_tier_size (fast), (unsigned long long) sb.fast_size);
+    return -EINVAL;
+  }
+  if (!(v = calloc (1, sizeof *v)))
+    return -ENOMEM;
+  v->fast = fast;
+  v->slow = slow;
+  v->sb = sb;
+  v->bs = sb.block_size;
+  v->bshift = (uint32_t) __builtin_ctz (sb.block_size);
+  v->nslow = sb.volume_size >> v->bshift;
+  v->mode = (enum hc_mode) sb.mode;
+  v->opts = *o;
+  if (!v->opts.dirty_high || v->opts.dirty_high > 100)
+    v->opts.dirty_high = 50;
+  if (!v->opts.dirty_low || v->opts.dirty_low >= v->opts.dirty_high)
+    v->opts.dirty_low = v->opts.dirty_high / 2;
+  if (!v->opts.seq_cutoff)
+    v->opts.seq_cutoff = 4u << 20;
+  v->device_hint = o->device_hint;
+  v->seed = hc_get64 (sb.cache_uuid) ^ hc_get64 (sb.cache_uuid + 8);
+  v->was_clean = sb.flags & HC_SB_CLEAN;
+  pthread_mutex_init (&v->lock, NULL);
+  pthread_mutex_init (&v->commit_lock, NULL);
+  pthread_cond_init (&v->wake, NULL);
+  pthread_cond_init (&v->space, NULL);
+  for (unsigned i = 0; i < HC_STRIPES; i++)
+    pthread_rwlock_init (&v->stripes[i], NULL);
+  hc_list_init (&v->committing);
+  hc_ranges_init (&v->ranges, (uint32_t) (sb.range_sectors * HC_FMT_RANGE_PER_SECTOR));
+  v->pins = calloc (sb.nblocks, 1);
+  v->table_dirty = calloc ((sb.table_sectors + 7) / 8, 1);
+  if (!v->pins || !v->table_dirty) {
+    rc = -ENOMEM;
+    goto fail_early;
+  }
+  if ((rc = hc_dir_init (&v->dir, sb.nblocks, sb.policy, o->classes, true)) < 0)
+    goto fail_early;
+  if ((rc = hc_meta_load (v, check_all, why, whylen)) < 0)
+    goto fail;
+  if (!o->read_only) {
+    v->next_seq += sb.journal_sectors;
+    if ((rc = hc_meta_commit (v, true)) < 0) {
+      snprintf (why, whylen, "writing the checkpoint after recovery: %s", strerror (-rc));
+      goto fail;
+    }
+    if (!o->no_cleaner && (rc = hc_cleaner_start (v)) < 0) {
+      snprintf (why, whylen, "starting the cleaner: %s", strerror (-rc));
+      goto fail;
+    }
+  }
+  *out = v;
+  return 0;
+fail_early:
+  snprintf (why, whylen, "%s", strerror (-rc));
+fail:
+  destroy (v);
+  return rc;
+}
+
+int
+hc_volume_open (hc_tier *fast, hc_tier *slow, const struct hc_open_opts *o, hc_volume **out,
+                char *why, size_t whylen)
+{
+  char dummy[8];
+  if (!why) {
+    why = dummy;
+    whylen = sizeof dummy;
+  }
+  why[0] = '\0';
+  return open_volume (fast, slow, o, false, out, why, whylen);
+}
+
+int
+hc_volume_close (hc_volume *v)
+{
+  int rc = 0;
+
+  if (!v)
+    return 0;
+  hc_cleaner_stop (v);
+  if (!v->opts.read_only && !v->failed) {
+    rc = hc_meta_commit (v, true);
+    if (rc == 0) {
+      pthread_mutex_lock (&v->commit_lock);
+      rc = hc_meta_write_sb (v, true);
+      pthread_mutex_unlock (&v->commit_lock);
+    }
+  }
+  destroy (v);
+  return rc;
+}
+
+uint64_t
+hc_volume_size (const hc_volume *v)
+{
+  return v->sb.volume_size;
+}
+
+uint32_t
+hc_volume_block_size (const hc_volume *v)
+{
+  return v->bs;
+}
+
+enum hc_mode
+hc_volume_mode (const hc_volume *v)
+{
+  return v->mode;
+}
+
+int
+hc_volume_clean (hc_volume *v)
+{
+  long n = hc_clean_to (v, 0);
+  if (n < 0)
+    return (int) n;
+  return hc_meta_commit (v, false);
+}
+
+int
+hc_volume_set_mode (hc_volume *v, enum hc_mode mode)
+{
+  int rc;
+
+  if ((unsigned) mode >= HC_MODE_COUNT)
+    return -EINVAL;
+  if (v->opts.read_only)
+    return -EROFS;
+  pthread_mutex_lock (&v->lock);
+  enum hc_mode old = v->mode;
+  v->mode = mode;
+  pthread_mutex_unlock (&v->lock);
+  /* Leaving write-back: no new dirty data arrives now; write back the rest. */
+  if (old == HC_MODE_WRITEBACK && mode != HC_MODE_WRITEBACK && (rc = hc_volume_clean (v)) < 0)
+    return rc;
+  if ((rc = hc_meta_commit (v, false)) < 0)
+    return rc;
+  pthread_mutex_lock (&v->commit_lock);
+  rc = hc_meta_write_sb (v, false);
+  pthread_mutex_unlock (&v->commit_lock);
+  return rc;
+}
+
+int
+hc_volume_stats (hc_volume *v, struct hc_stats *out)
+{
+  pthread_mutex_lock (&v->lock);
+  hc_dir_stats (&v->dir, out);
+  pthread_mutex_unlock (&v->lock);
+  return 0;
+}
+
+void
+hc_volume_get_info (const hc_volume *v, struct hc_volume_info *out)
+{
+  memset (out, 0, sizeof *out);
+  memcpy (out->cache_uuid, v->sb.cache_uuid, 16);
+  memcpy (out->slow_uuid, v->sb.slow_uuid, 16);
+  out->format_version = v->sb.version;
+  out->block_size = v->bs;
+  out->nblocks = v->sb.nblocks;
+  out->volume_size = v->sb.volume_size;
+  out->data_off = v->sb.data_off;
+  out->journal_sectors = v->sb.journal_sectors;
+  out->mode = v->mode;
+  snprintf (out->policy, sizeof out->policy, "%s", v->dir.policy.ops->name);
+  snprintf (out->slow_path, sizeof out->slow_path, "%s", v->sb.slow_path);
+  out->was_clean = v->was_clean;
+  out->replayed = v->replayed;
+  out->ram_bytes = hc_dir_bytes (&v->dir) + v->sb.nblocks; /* + pins */
+  out->range_hints = v->ranges.n;
+}
+
+int
+hc_stream_new (hc_volume *v, struct hc_hint default_hint, hc_stream **out)
+{
+  hc_stream *s;
+
+  if (hc_hint_check (default_hint) < 0)
+    return -EINVAL;
+  if (!(s = calloc (1, sizeof *s)))
+    return -ENOMEM;
+  s->v = v;
+  s->hint = default_hint;
+  *out = s;
+  return 0;
+}
+
+void
+hc_stream_free (hc_stream *s)
+{
+  free (s);
+}
+
+int
+hc_volume_check (hc_tier *fast, hc_tier *slow, char *why, size_t whylen)
+{
+  struct hc_open_opts o = { .read_only = true, .no_cleaner = true };
+  hc_volume *v;
+  char dummy[8];
+  int rc;
+
+  if (!why) {
+    why = dummy;
+    whylen = sizeof dummy;
+  }
+  why[0] = '\0';
+  if ((rc = open_volume (fast, slow, &o, true, &v, why, whylen)) < 0)
+    return rc;
+  /* Both superblock copies were decoded by the open; the table, range
+   * hints, journal and mapping invariants were checked by the load. */
+  destroy (v);
+  return 0;
+}
+
+int
+hc_volume_slow_path (hc_tier *fast, char *path, size_t len)
+{
+  struct hc_sb sb;
+  char why[160];
+  int rc = hc_meta_read_sb (fast, &sb, NULL, why, sizeof why);
+
+  if (rc < 0)
+    return rc;
+  snprintf (path, len, "%s", sb.slow_path);
+  return 0;
+}

@@ -1,0 +1,404 @@
+/* The volume end to end on memory tiers: every mode reads back what was
+ * written (aligned and not), data survives close and reopen, a wrong slow
+ * tier or a truncated fast tier is refused, range hints persist, mode
+ * switches clean, discard and zero, admission and statistics follow hints,
+ * fast-tier read errors are survived, and concurrent writers and readers
+ * agree with a model. */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hintcache/hintcache.h"
+#include "test.h"
+
+#define BS 4096
+#define SLOW (8u << 20)
+#define FAST (4u << 20)
+
+static uint64_t rng = 12345;
+static uint64_t
+next_rand (void)
+{
+  rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+  return rng;
+}
+
+static uint8_t model[SLOW];
+
+static void
+fill (uint8_t *p, size_t n, uint64_t seed)
+{
+  for (size_t i = 0; i < n; i++)
+    p[i] = (uint8_t) ((seed * 2654435761u + i * 40503u) >> 7);
+}
+
+static hc_volume *
+open_vol (hc_tier *fast, hc_tier *slow, bool cleaner)
+{
+  struct hc_open_opts o = { .no_cleaner = !cleaner };
+  hc_volume *v = NULL;
+  char why[200];
+  int rc = hc_volume_open (fast, slow, &o, &v, why, sizeof why);
+  CHECK (rc == 0, "open: %s", why);
+  return v;
+}
+
+/* Random writes and reads of random sizes and alignments against the model. */
+static void
+exercise (hc_volume *v, unsigned ops, uint64_t span)
+{
+  static uint8_t buf[64 * 1024], got[64 * 1024];
+  for (unsigned i = 0; i < ops; i++) {
+    uint64_t len = 1 + next_rand () % (next_rand () % 2 ? 512 : sizeof buf);
+    uint64_t off = next_rand () % (span - len);
+    if (next_rand () % 2) {
+      fill (buf, len, next_rand ());
+      CHECK (hc_volume_write (v, buf, len, off, next_rand () % 8 == 0 ? HC_VOL_FUA : 0, NULL) == 0,
+             "write %llu+%llu", (unsigned long long) off, (unsigned long long) len);
+      memcpy (model + off, buf, len);
+    } else {
+      CHECK (hc_volume_read (v, got, len, off, NULL) == 0, "read");
+      CHECK (memcmp (got, model + off, len) == 0, "read %llu+%llu matches the model",
+             (unsigned long long) off, (unsigned long long) len);
+    }
+    if (next_rand () % 64 == 0)
+      CHECK (hc_volume_flush (v) == 0, "flush");
+  }
+}
+
+static void
+verify_all (hc_volume *v, uint64_t span, const char *what)
+{
+  static uint8_t got[SLOW];
+  CHECK (hc_volume_read (v, got, span, 0, NULL) == 0, "%s: read all", what);
+  size_t bad = 0;
+  while (bad < span && got[bad] == model[bad])
+    bad++;
+  CHECK (bad == span, "%s: first difference at byte %zu", what, bad);
+}
+
+static void
+test_modes (void)
+{
+  for (unsigned mode = 0; mode < HC_MODE_COUNT; mode++)
+    for (unsigned pol = 0; hc_policy_name (pol); pol++) {
+      hc_tier *fast, *slow;
+      struct hc_format_opts fo = { .mode = mode, .policy = hc_policy_name (pol) };
+      char why[200];
+      hc_tier_new_memory (FAST, &fast);
+      hc_tier_new_memory (SLOW, &slow);
+      CHECK (hc_volume_format (fast, slow, &fo, why, sizeof why) == 0, "format: %s", why);
+      hc_volume *v = open_vol (fast, slow, pol == 0);
+      uint64_t span = hc_volume_size (v);
+      CHECK (span == SLOW - 4096, "volume size %llu", (unsigned long long) span);
+      memset (model, 0, sizeof model);
+      exercise (v, 1500, span);
+      verify_all (v, span, "before close");
+      struct hc_stats st;
+      hc_volume_stats (v, &st);
+      uint64_t hits = 0;
+      for (unsigned c = 0; c < HC_CLASS_COUNT; c++)
+        hits += st.cls[c].hits[0] + st.cls[c].hits[1];
+      if (mode != HC_MODE_PASSTHROUGH)
+        CHECK (hits > 0, "%s/%s: some hits", hc_mode_name (mode), hc_policy_name (pol));
+      else
+        CHECK (hits == 0, "pass-through never hits");
+      CHECK (hc_volume_close (v) == 0, "close");
+      v = open_vol (fast, slow, false);
+      verify_all (v, span, "after reopen");
+      if (mode == HC_MODE_WRITEBACK) {
+        /* The slow tier alone is stale until cleaned; then it is the truth. */
+        CHECK (hc_volume_clean (v) == 0, "clean");
+        static uint8_t raw[SLOW];
+        hc_tier_read (slow, raw, span, 0);
+        CHECK (memcmp (raw, model, span) == 0, "after clean, the slow tier holds everything");
+      }
+      hc_volume_close (v);
+      hc_tier_close (fast);
+      hc_tier_close (slow);
+    }
+}
+
+static void
+test_refusals (void)
+{
+  hc_tier *fast, *slow, *other, *small;
+  char why[200];
+  hc_volume *v;
+
+  hc_tier_new_memory (FAST, &fast);
+  hc_tier_new_memory (SLOW, &slow);
+  hc_tier_new_memory (SLOW, &other);
+  CHECK (hc_volume_open (fast, slow, NULL, &v, why, sizeof why) == -EINVAL
+         && strstr (why, "not formatted"), "unformatted: %s", why);
+  CHECK (hc_volume_format (fast, slow, NULL, why, sizeof why) == 0, "format");
+  CHECK (hc_volume_open (fast, other, NULL, &v, why, sizeof why) == -ENODEV
+         && strstr (why, "not the one"), "other slow tier: %s", why);
+  /* Another volume's slow tier, label and all. */
+  hc_tier *fast2;
+  hc_tier_new_memory (FAST, &fast2);
+  CHECK (hc_volume_format (fast2, other, NULL, why, sizeof why) == 0, "format 2");
+  CHECK (hc_volume_open (fast, other, NULL, &v, why, sizeof why) == -ENODEV, "foreign label");
+  /* A truncated copy of the fast tier. */
+  hc_tier_new_memory (FAST / 2, &small);
+  uint8_t *img = malloc (FAST / 2);
+  hc_tier_read (fast, img, FAST / 2, 0);
+  hc_tier_write (small, img, FAST / 2, 0, 0);
+  CHECK (hc_volume_open (small, slow, NULL, &v, why, sizeof why) == -EINVAL
+         && strstr (why, "truncated"), "truncated: %s", why);
+  /* A newer format version: bump it and fix the checksum like a newer
+   * hintcache would. */
+  struct hc_format_opts bad = { .block_size = 3000 };
+  CHECK (hc_volume_format (fast2, other, &bad, why, sizeof why) == -EINVAL
+         && strstr (why, "block size"), "bad block size: %s", why);
+  hc_tier *tiny;
+  hc_tier_new_memory (64 * 1024, &tiny);
+  CHECK (hc_volume_format (tiny, slow, NULL, why, sizeof why) == -EINVAL
+         && strstr (why, "too small"), "tiny fast tier: %s", why);
+  CHECK (hc_volume_check (fast, slow, why, sizeof why) == 0, "check of a good volume: %s", why);
+  free (img);
+  hc_tier_close (tiny);
+  hc_tier_close (small);
+  hc_tier_close (fast2);
+  hc_tier_close (fast);
+  hc_tier_close (slow);
+  hc_tier_close (other);
+}
+
+static uint64_t
+total (const struct hc_stats *st, unsigned cls, int what)
+{
+  const struct hc_class_stats *c = &st->cls[cls];
+  switch (what) {
+  case 0: return c->admissions[0] + c->admissions[1];
+  case 1: return c->hits[0] + c->hits[1];
+  default: return c->blocks;
+  }
+}
+
+static void
+test_hints (void)
+{
+  hc_tier *fast, *slow;
+  struct hc_format_opts fo = { .mode = HC_MODE_WRITEBACK };
+  char why[200];
+  static uint8_t buf[256 * 1024];
+  struct hc_stats st;
+
+  hc_tier_new_memory (FAST, &fast);
+  hc_tier_new_memory (SLOW, &slow);
+  hc_volume_format (fast, slow, &fo, why, sizeof why);
+  hc_volume *v = open_vol (fast, slow, false);
+
+  /* Background reads are not admitted; metadata reads are. */
+  struct hc_ioctx bg = { .hint = { .cls = HC_CLASS_BACKGROUND } };
+  struct hc_ioctx md = { .hint = { .cls = HC_CLASS_METADATA } };
+  CHECK (hc_volume_read (v, buf, sizeof buf, 0, &bg) == 0, "background read");
+  CHECK (hc_volume_read (v, buf, sizeof buf, 1 << 20, &md) == 0, "metadata read");
+  hc_volume_stats (v, &st);
+  CHECK (total (&st, HC_CLASS_BACKGROUND, 0) == 0
+         && st.cls[HC_CLASS_BACKGROUND].bypass[0][HC_BYPASS_CLASS] == 64,
+         "background bypassed by its class rule");
+  CHECK (total (&st, HC_CLASS_METADATA, 0) == 64, "metadata admitted");
+
+  /* A range hint classifies later unhinted I/O, and persists. */
+  CHECK (hc_volume_advise (v, 2 << 20, 1 << 20, (struct hc_hint) { .cls = HC_CLASS_STREAMING })
+         == 0, "advise streaming");
+  CHECK (hc_volume_read (v, buf, sizeof buf, 2 << 20, NULL) == 0, "read in the range");
+  hc_volume_stats (v, &st);
+  CHECK (st.cls[HC_CLASS_STREAMING].misses[0] == 64 && total (&st, HC_CLASS_STREAMING, 0) == 0,
+         "range class applied to unhinted reads");
+  CHECK (hc_volume_range_hint (v, (2 << 20) + 4096).cls == HC_CLASS_STREAMING, "range hint");
+  CHECK (hc_volume_close (v) == 0, "close");
+  v = open_vol (fast, slow, false);
+  CHECK (hc_volume_range_hint (v, (2 << 20) + 4096).cls == HC_CLASS_STREAMING
+         && hc_volume_range_hint (v, 3 << 20).cls == 0, "range hint persisted exactly");
+
+  /* willneed prefetches (no cleaner: at once); evict drops; dontneed demotes. */
+  CHECK (hc_volume_advise (v, 4 << 20, 128 << 10, (struct hc_hint) { .advice = HC_ADVICE_WILLNEED })
+         == 0, "willneed");
+  hc_volume_stats (v, &st);
+  CHECK (st.prefetched == 32, "prefetched 32 blocks (%llu)", (unsigned long long) st.prefetched);
+  CHECK (hc_volume_read (v, buf, 128 << 10, 4 << 20, NULL) == 0, "read prefetched");
+  hc_volume_stats (v, &st);
+  CHECK (st.cls[0].hits[0] == 32 && st.cls[0].hint_hits == 32, "hits on hinted blocks: %llu",
+         (unsigned long long) st.cls[0].hint_hits);
+  fill (buf, 64 << 10, 7);
+  CHECK (hc_volume_write (v, buf, 64 << 10, 5 << 20, 0, NULL) == 0, "write-back");
+  hc_volume_stats (v, &st);
+  CHECK (st.cls[0].dirty == 16, "16 dirty");
+  CHECK (hc_volume_advise (v, 5 << 20, 64 << 10, (struct hc_hint) { .advice = HC_ADVICE_EVICT })
+         == 0, "evict");
+  hc_volume_stats (v, &st);
+  CHECK (st.cls[0].dirty == 0 && st.cls[0].writebacks == 16, "evict wrote back");
+  uint8_t raw[64 << 10];
+  hc_tier_read (slow, raw, sizeof raw, 5 << 20);
+  CHECK (memcmp (raw, buf, sizeof raw) == 0, "slow tier has the evicted data");
+  CHECK (hc_volume_advise (v, 0, 1, (struct hc_hint) { .advice = 5 }) == -EINVAL,
+         "reserved advice refused");
+
+  /* A stream's default and the device default resolve through precedence. */
+  hc_stream *s;
+  CHECK (hc_stream_new (v, (struct hc_hint) { .cls = HC_CLASS_JOURNAL }, &s) == 0, "stream");
+  struct hc_ioctx sc = { .stream = s };
+  CHECK (hc_volume_read (v, buf, 4096, 6 << 20, &sc) == 0, "stream read");
+  hc_volume_stats (v, &st);
+  CHECK (st.cls[HC_CLASS_JOURNAL].misses[0] == 1, "stream class");
+  hc_stream_free (s);
+  hc_volume_close (v);
+  hc_tier_close (fast);
+  hc_tier_close (slow);
+}
+
+static void
+test_mode_switch_discard_zero (void)
+{
+  hc_tier *fast, *slow;
+  struct hc_format_opts fo = { .mode = HC_MODE_WRITEBACK };
+  char why[200];
+  static uint8_t buf[1 << 20], got[1 << 20];
+
+  hc_tier_new_memory (FAST, &fast);
+  hc_tier_new_memory (SLOW, &slow);
+  hc_volume_format (fast, slow, &fo, why, sizeof why);
+  hc_volume *v = open_vol (fast, slow, true);
+  fill (buf, sizeof buf, 3);
+  CHECK (hc_volume_write (v, buf, sizeof buf, 0, 0, NULL) == 0, "write 1 MiB");
+  CHECK (hc_volume_set_mode (v, HC_MODE_WRITETHROUGH) == 0, "switch to write-through");
+  struct hc_stats st;
+  hc_volume_stats (v, &st);
+  uint64_t dirty = 0;
+  for (unsigned c = 0; c < HC_CLASS_COUNT; c++)
+    dirty += st.cls[c].dirty;
+  CHECK (dirty == 0, "leaving write-back cleaned everything");
+  hc_tier_read (slow, got, sizeof got, 0);
+  CHECK (memcmp (got, buf, sizeof buf) == 0, "slow tier up to date");
+  CHECK (hc_volume_mode (v) == HC_MODE_WRITETHROUGH, "mode");
+
+  /* Discard whole blocks and an unaligned edge; zero likewise. */
+  CHECK (hc_volume_discard (v, 4096 + 100, 3 * 4096, NULL) == 0, "discard");
+  memset (buf + 4096 + 100, 0, 3 * 4096);
+  CHECK (hc_volume_zero (v, 300000, 70000, HC_VOL_FUA, NULL) == 0, "zero");
+  memset (buf + 300000, 0, 70000);
+  CHECK (hc_volume_read (v, got, sizeof got, 0, NULL) == 0
+         && memcmp (got, buf, sizeof got) == 0, "discard and zero read back");
+  CHECK (hc_volume_close (v) == 0, "close");
+  v = open_vol (fast, slow, false);
+  CHECK (hc_volume_mode (v) == HC_MODE_WRITETHROUGH, "mode persisted");
+  CHECK (hc_volume_read (v, got, sizeof got, 0, NULL) == 0
+         && memcmp (got, buf, sizeof got) == 0, "after reopen");
+  CHECK (hc_volume_read (v, got, 10, hc_volume_size (v) - 5, NULL) == -EINVAL, "past the end");
+  hc_volume_close (v);
+  hc_tier_close (fast);
+  hc_tier_close (slow);
+}
+
+/* EIO from the fast tier on reads: clean blocks are served from the slow
+ * tier, dirty ones reported; the volume keeps working. */
+static void
+test_fast_errors (void)
+{
+  hc_tier *fmem, *fast, *slow;
+  struct hc_format_opts fo = { .mode = HC_MODE_WRITEBACK };
+  char why[200];
+  static uint8_t a[64 << 10], b[64 << 10], got[64 << 10];
+
+  hc_tier_new_memory (FAST, &fmem);
+  hc_tier_new_faulty (fmem, NULL, 1, &fast);
+  hc_tier_new_memory (SLOW, &slow);
+  hc_volume_format (fast, slow, &fo, why, sizeof why);
+  hc_volume *v = open_vol (fast, slow, false);
+  fill (a, sizeof a, 1);
+  fill (b, sizeof b, 2);
+  hc_tier_write (slow, a, sizeof a, 0, 0);
+  CHECK (hc_volume_read (v, got, sizeof got, 0, NULL) == 0, "fill clean blocks");
+  CHECK (hc_volume_write (v, b, sizeof b, 1 << 20, 0, NULL) == 0, "dirty blocks");
+  struct hc_fault_rule r = { .ops = HC_FAULT_READ, .fraction = 1, .err = EIO };
+  hc_tier_faulty_set (fast, &r);
+  CHECK (hc_volume_read (v, got, sizeof got, 0, NULL) == 0 && memcmp (got, a, sizeof a) == 0,
+         "clean blocks served from the slow tier");
+  CHECK (hc_volume_read (v, got, 4096, 1 << 20, NULL) == -EIO, "dirty block error reported");
+  struct hc_fault_rule none = { 0 };
+  hc_tier_faulty_set (fast, &none);
+  CHECK (hc_volume_read (v, got, sizeof got, 1 << 20, NULL) == 0 && memcmp (got, b, sizeof b) == 0,
+         "dirty data intact afterwards");
+  struct hc_stats st;
+  hc_volume_stats (v, &st);
+  CHECK (st.errors_fast >= 17, "errors counted (%llu)", (unsigned long long) st.errors_fast);
+  CHECK (hc_volume_write (v, a, 4096, 2 << 20, 0, NULL) == 0, "still writable");
+  hc_volume_close (v);
+  hc_tier_close (fast);
+  hc_tier_close (fmem);
+  hc_tier_close (slow);
+}
+
+/* Threads write disjoint block ranges and read everything back. */
+struct worker {
+  hc_volume *v;
+  unsigned id;
+  uint64_t span;
+  unsigned errors;
+};
+
+static void *
+worker_main (void *arg)
+{
+  struct worker *w = arg;
+  uint8_t buf[8192], got[8192];
+  uint64_t local = w->id * 7919 + 1;
+  for (unsigned i = 0; i < 2000; i++) {
+    local ^= local << 13, local ^= local >> 7, local ^= local << 17;
+    uint64_t blk = (local % (w->span / 8192 / 4)) * 4 + w->id;
+    fill (buf, sizeof buf, blk * 1000 + i);
+    if (hc_volume_write (w->v, buf, sizeof buf, blk * 8192, 0, NULL) < 0
+        || hc_volume_read (w->v, got, sizeof got, blk * 8192, NULL) < 0
+        || memcmp (buf, got, sizeof got) != 0)
+      w->errors++;
+    memcpy (model + blk * 8192, buf, sizeof buf);
+  }
+  return NULL;
+}
+
+static void
+test_threads (void)
+{
+  hc_tier *fast, *slow;
+  struct hc_format_opts fo = { .mode = HC_MODE_WRITEBACK };
+  char why[200];
+  pthread_t th[4];
+  struct worker w[4];
+
+  hc_tier_new_memory (FAST, &fast);
+  hc_tier_new_memory (SLOW, &slow);
+  hc_volume_format (fast, slow, &fo, why, sizeof why);
+  hc_volume *v = open_vol (fast, slow, true);
+  memset (model, 0, sizeof model);
+  for (unsigned i = 0; i < 4; i++) {
+    w[i] = (struct worker) { v, i, hc_volume_size (v), 0 };
+    pthread_create (&th[i], NULL, worker_main, &w[i]);
+  }
+  for (unsigned i = 0; i < 4; i++) {
+    pthread_join (th[i], NULL);
+    CHECK (w[i].errors == 0, "worker %u: %u errors", i, w[i].errors);
+  }
+  verify_all (v, hc_volume_size (v), "after threads");
+  CHECK (hc_volume_close (v) == 0, "close");
+  v = open_vol (fast, slow, false);
+  verify_all (v, hc_volume_size (v), "threads, reopened");
+  hc_volume_close (v);
+  hc_tier_close (fast);
+  hc_tier_close (slow);
+}
+
+int
+main (void)
+{
+  test_modes ();
+  test_refusals ();
+  test_hints ();
+  test_mode_switch_discard_zero ();
+  test_fast_errors ();
+  test_threads ();
+  return test_exit ("test_volume");
+}
