@@ -20,7 +20,7 @@ static bool always (void *arg, uint32_t c) { (void) arg, (void) c; return true; 
 
 /* One access as the replayer does it; returns true on a hit. */
 static bool
-access1 (struct hc_dir *d, uint64_t origin, struct hc_hint h, bool write)
+access1 (struct hc_directory *d, uint64_t origin, struct hc_hint h, bool write)
 {
   struct hc_access a = { .origin = origin, .hint = h, .write = write };
   enum hc_bypass why;
@@ -72,7 +72,7 @@ test_lru_exact (void)
 {
   enum { N = 50000, SIZE = 300 };
   static uint64_t trace[N];
-  struct hc_dir d;
+  struct hc_directory d;
   unsigned hits = 0;
 
   rng = 42;
@@ -119,7 +119,7 @@ zipf_setup (void)
 static unsigned
 scan_trace_hits (unsigned policy, bool hot_only, struct hc_hint scan_hint)
 {
-  struct hc_dir d;
+  struct hc_directory d;
   unsigned hits = 0;
   uint64_t scan = 1000000;
 
@@ -162,7 +162,7 @@ test_scan_resistance (void)
 static void
 test_admission (void)
 {
-  struct hc_dir d;
+  struct hc_directory d;
   hc_classes *t;
   struct hc_class_attrs a;
   enum hc_bypass why;
@@ -215,14 +215,14 @@ test_admission (void)
 static bool
 clean_only (void *arg, uint32_t c)
 {
-  struct hc_dir *d = arg;
+  struct hc_directory *d = arg;
   return !(d->map.meta[c] & HC_M_DIRTY);
 }
 
 static void
 test_deferred_and_dirty (void)
 {
-  struct hc_dir d;
+  struct hc_directory d;
   enum hc_bypass why;
 
   for (unsigned p = 0; p < HC_POLICY_COUNT; p++) {
@@ -258,7 +258,7 @@ test_deferred_and_dirty (void)
 static void
 test_journal_demoted_after_writeback (void)
 {
-  struct hc_dir d;
+  struct hc_directory d;
   hc_dir_init (&d, 20, HC_POLICY_HINTAWARE, NULL, false);
   for (uint64_t o = 0; o < 20; o++)
     access1 (&d, o, (struct hc_hint) { 0 }, false);
@@ -285,7 +285,7 @@ test_protection (void)
   unsigned kept[2];
   unsigned pol[2] = { HC_POLICY_S3FIFO, HC_POLICY_HINTAWARE };
   for (unsigned k = 0; k < 2; k++) {
-    struct hc_dir d;
+    struct hc_directory d;
     unsigned hits = 0;
     uint64_t flood = 1000000;
     rng = 99;

@@ -12,7 +12,7 @@
 #define SHARE_SCAN 256
 
 int
-hc_dir_init (struct hc_dir *d, uint32_t n, unsigned policy_id, const hc_classes *classes,
+hc_dir_init (struct hc_directory *d, uint32_t n, unsigned policy_id, const hc_classes *classes,
              bool defer_free)
 {
   int rc;
@@ -31,27 +31,27 @@ hc_dir_init (struct hc_dir *d, uint32_t n, unsigned policy_id, const hc_classes 
 }
 
 void
-hc_dir_fini (struct hc_dir *d)
+hc_dir_fini (struct hc_directory *d)
 {
   hc_policy_fini (&d->policy);
   hc_map_fini (&d->map);
 }
 
 size_t
-hc_dir_bytes (const struct hc_dir *d)
+hc_dir_bytes (const struct hc_directory *d)
 {
   return hc_map_bytes (&d->map) + hc_policy_bytes (&d->policy);
 }
 
 void
-hc_dir_attrs (const struct hc_dir *d, unsigned cls, struct hc_class_attrs *a)
+hc_dir_attrs (const struct hc_directory *d, unsigned cls, struct hc_class_attrs *a)
 {
   if (!d->classes || hc_classes_get (d->classes, cls, a) < 0)
     hc_class_defaults (cls, a);
 }
 
 uint32_t
-hc_dir_access (struct hc_dir *d, const struct hc_access *a)
+hc_dir_access (struct hc_directory *d, const struct hc_access *a)
 {
   struct hc_class_stats *s = &d->stats.cls[a->hint.cls];
   uint32_t c = hc_map_lookup (&d->map, a->origin);
@@ -68,7 +68,7 @@ hc_dir_access (struct hc_dir *d, const struct hc_access *a)
 }
 
 bool
-hc_dir_admit (struct hc_dir *d, const struct hc_access *a, enum hc_bypass *why)
+hc_dir_admit (struct hc_directory *d, const struct hc_access *a, enum hc_bypass *why)
 {
   struct hc_class_attrs attrs;
 
@@ -89,14 +89,14 @@ hc_dir_admit (struct hc_dir *d, const struct hc_access *a, enum hc_bypass *why)
 }
 
 void
-hc_dir_bypass (struct hc_dir *d, const struct hc_access *a, enum hc_bypass why)
+hc_dir_bypass (struct hc_directory *d, const struct hc_access *a, enum hc_bypass why)
 {
   d->stats.cls[a->hint.cls].bypass[a->write][why]++;
 }
 
 /* Unmaps block c, which its queue no longer holds, and parks it. */
 static void
-drop (struct hc_dir *d, uint32_t c)
+drop (struct hc_directory *d, uint32_t c)
 {
   uint64_t w = d->map.meta[c];
   unsigned cls = hc_meta_class (w);
@@ -109,7 +109,7 @@ drop (struct hc_dir *d, uint32_t c)
 }
 
 uint32_t
-hc_dir_evict (struct hc_dir *d, unsigned cls, hc_evictable_fn ok, void *arg)
+hc_dir_evict (struct hc_directory *d, unsigned cls, hc_evictable_fn ok, void *arg)
 {
   uint32_t c = cls < HC_CLASS_COUNT
                    ? hc_policy_victim_of_class (&d->policy, cls, 0, 1, SHARE_SCAN, ok, arg)
@@ -123,7 +123,7 @@ hc_dir_evict (struct hc_dir *d, unsigned cls, hc_evictable_fn ok, void *arg)
 }
 
 bool
-hc_dir_at_share (const struct hc_dir *d, unsigned cls)
+hc_dir_at_share (const struct hc_directory *d, unsigned cls)
 {
   struct hc_class_attrs attrs;
 
@@ -133,7 +133,7 @@ hc_dir_at_share (const struct hc_dir *d, unsigned cls)
 }
 
 bool
-hc_dir_make_room (struct hc_dir *d, const struct hc_access *a, hc_evictable_fn ok, void *arg,
+hc_dir_make_room (struct hc_directory *d, const struct hc_access *a, hc_evictable_fn ok, void *arg,
                   enum hc_bypass *why, uint32_t *evicted)
 {
   unsigned cls = a->hint.cls;
@@ -156,7 +156,7 @@ hc_dir_make_room (struct hc_dir *d, const struct hc_access *a, hc_evictable_fn o
 }
 
 void
-hc_dir_restore (struct hc_dir *d, uint32_t c, uint64_t origin, unsigned cls, bool dirty)
+hc_dir_restore (struct hc_directory *d, uint32_t c, uint64_t origin, unsigned cls, bool dirty)
 {
   struct hc_access a = { .origin = origin, .hint = { .cls = (uint8_t) cls } };
 
@@ -169,13 +169,13 @@ hc_dir_restore (struct hc_dir *d, uint32_t c, uint64_t origin, unsigned cls, boo
 }
 
 uint32_t
-hc_dir_take_free (struct hc_dir *d)
+hc_dir_take_free (struct hc_directory *d)
 {
   return hc_list_pop_head (&d->map, &d->map.free);
 }
 
 void
-hc_dir_install (struct hc_dir *d, uint32_t c, const struct hc_access *a, bool dirty)
+hc_dir_install (struct hc_directory *d, uint32_t c, const struct hc_access *a, bool dirty)
 {
   unsigned cls = a->hint.cls;
 
@@ -188,21 +188,21 @@ hc_dir_install (struct hc_dir *d, uint32_t c, const struct hc_access *a, bool di
 }
 
 void
-hc_dir_invalidate (struct hc_dir *d, uint32_t c)
+hc_dir_invalidate (struct hc_directory *d, uint32_t c)
 {
   hc_policy_remove (&d->policy, c);
   drop (d, c);
 }
 
 void
-hc_dir_relocate (struct hc_dir *d, uint32_t from, uint32_t to)
+hc_dir_relocate (struct hc_directory *d, uint32_t from, uint32_t to)
 {
   hc_map_relocate (&d->map, from, to);
   hc_list_push_head (&d->map, d->defer_free ? &d->map.pending : &d->map.free, from);
 }
 
 void
-hc_dir_set_dirty (struct hc_dir *d, uint32_t c, unsigned cls)
+hc_dir_set_dirty (struct hc_directory *d, uint32_t c, unsigned cls)
 {
   uint64_t w = d->map.meta[c];
   unsigned old = hc_meta_class (w);
@@ -217,7 +217,7 @@ hc_dir_set_dirty (struct hc_dir *d, uint32_t c, unsigned cls)
 }
 
 void
-hc_dir_set_clean (struct hc_dir *d, uint32_t c)
+hc_dir_set_clean (struct hc_directory *d, uint32_t c)
 {
   uint64_t w = d->map.meta[c];
   unsigned cls = hc_meta_class (w);
@@ -234,13 +234,13 @@ hc_dir_set_clean (struct hc_dir *d, uint32_t c)
 }
 
 void
-hc_dir_demote (struct hc_dir *d, uint32_t c)
+hc_dir_demote (struct hc_directory *d, uint32_t c)
 {
   hc_policy_demote (&d->policy, c);
 }
 
 void
-hc_dir_protect (struct hc_dir *d, uint32_t c)
+hc_dir_protect (struct hc_directory *d, uint32_t c)
 {
   struct hc_access a = {
     .origin = hc_meta_origin (d->map.meta[c]),
@@ -251,7 +251,7 @@ hc_dir_protect (struct hc_dir *d, uint32_t c)
 }
 
 uint32_t
-hc_dir_release_pending (struct hc_dir *d, bool (*busy) (void *arg, uint32_t c), void *arg)
+hc_dir_release_pending (struct hc_directory *d, bool (*busy) (void *arg, uint32_t c), void *arg)
 {
   struct hc_map *m = &d->map;
   uint32_t moved = 0, c = m->pending.tail;
@@ -269,7 +269,7 @@ hc_dir_release_pending (struct hc_dir *d, bool (*busy) (void *arg, uint32_t c), 
 }
 
 void
-hc_dir_stats (const struct hc_dir *d, struct hc_stats *out)
+hc_dir_stats (const struct hc_directory *d, struct hc_stats *out)
 {
   *out = d->stats;
   for (unsigned c = 0; c < HC_CLASS_COUNT; c++) {

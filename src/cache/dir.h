@@ -33,7 +33,7 @@
 #include "map.h"
 #include "../policy/policy.h"
 
-struct hc_dir {
+struct hc_directory {
   struct hc_map map;
   struct hc_policy policy;
   const hc_classes *classes; /* attributes; NULL = built-in defaults */
@@ -45,88 +45,88 @@ struct hc_dir {
 
 /* Creates a directory of n blocks with policy `policy_id`.  Returns 0,
  * -EINVAL or -ENOMEM. */
-int hc_dir_init (struct hc_dir *d, uint32_t n, unsigned policy_id, const hc_classes *classes,
+int hc_dir_init (struct hc_directory *d, uint32_t n, unsigned policy_id, const hc_classes *classes,
                  bool defer_free);
 
-void hc_dir_fini (struct hc_dir *d);
+void hc_dir_fini (struct hc_directory *d);
 
 /* Bytes of RAM for mapping and policy state. */
-size_t hc_dir_bytes (const struct hc_dir *d);
+size_t hc_dir_bytes (const struct hc_directory *d);
 
 /* The block holding origin, or HC_NIL; no statistics, no policy update. */
 static inline uint32_t
-hc_dir_find (const struct hc_dir *d, uint64_t origin)
+hc_dir_find (const struct hc_directory *d, uint64_t origin)
 {
   return hc_map_lookup (&d->map, origin);
 }
 
 /* An access: returns the block holding a->origin (a hit: counted, and the
  * policy told) or HC_NIL (a miss: counted). */
-uint32_t hc_dir_access (struct hc_dir *d, const struct hc_access *a);
+uint32_t hc_dir_access (struct hc_directory *d, const struct hc_access *a);
 
 /* Should a missed block be admitted?  Returns true, or false with *why. */
-bool hc_dir_admit (struct hc_dir *d, const struct hc_access *a, enum hc_bypass *why);
+bool hc_dir_admit (struct hc_directory *d, const struct hc_access *a, enum hc_bypass *why);
 
 /* Counts a bypass of a missed block. */
-void hc_dir_bypass (struct hc_dir *d, const struct hc_access *a, enum hc_bypass why);
+void hc_dir_bypass (struct hc_directory *d, const struct hc_access *a, enum hc_bypass why);
 
 /* Evicts as needed so that a block for `a` can be taken: a class at its
  * maximum share evicts one of its own blocks; otherwise, with the free list
  * empty, the policy's victim goes.  *evicted (may be NULL) gets the evicted
  * block or HC_NIL.  Returns true, or false with *why (HC_BYPASS_SHARE,
  * HC_BYPASS_FULL). */
-bool hc_dir_make_room (struct hc_dir *d, const struct hc_access *a, hc_evictable_fn ok,
+bool hc_dir_make_room (struct hc_directory *d, const struct hc_access *a, hc_evictable_fn ok,
                        void *arg, enum hc_bypass *why, uint32_t *evicted);
 
 /* Does class cls hold its maximum share (so an admission must evict one of
  * its own blocks)? */
-bool hc_dir_at_share (const struct hc_dir *d, unsigned cls);
+bool hc_dir_at_share (const struct hc_directory *d, unsigned cls);
 
 /* Maps block c (on the free list) to origin at load time: no statistics,
  * no admission counted. */
-void hc_dir_restore (struct hc_dir *d, uint32_t c, uint64_t origin, unsigned cls, bool dirty);
+void hc_dir_restore (struct hc_directory *d, uint32_t c, uint64_t origin, unsigned cls, bool dirty);
 
 /* Evicts the policy's victim (or, with cls < HC_CLASS_COUNT, the oldest
  * evictable block of class cls); returns it (already unmapped, on the
  * pending or free list) or HC_NIL. */
-uint32_t hc_dir_evict (struct hc_dir *d, unsigned cls, hc_evictable_fn ok, void *arg);
+uint32_t hc_dir_evict (struct hc_directory *d, unsigned cls, hc_evictable_fn ok, void *arg);
 
 /* Takes a block off the free list, or HC_NIL. */
-uint32_t hc_dir_take_free (struct hc_dir *d);
+uint32_t hc_dir_take_free (struct hc_directory *d);
 
 /* Maps taken block c to a->origin and hands it to the policy: an admission
  * (counted).  dirty: it holds data newer than the slow tier. */
-void hc_dir_install (struct hc_dir *d, uint32_t c, const struct hc_access *a, bool dirty);
+void hc_dir_install (struct hc_directory *d, uint32_t c, const struct hc_access *a, bool dirty);
 
 /* Unmaps c (discard, a write that bypassed the cache, an error); c goes to
  * the pending or free list. */
-void hc_dir_invalidate (struct hc_dir *d, uint32_t c);
+void hc_dir_invalidate (struct hc_directory *d, uint32_t c);
 
 /* Copy-on-write: the mapping of `from` moves to taken block `to`, with its
  * policy position; `from` goes to the pending or free list. */
-void hc_dir_relocate (struct hc_dir *d, uint32_t from, uint32_t to);
+void hc_dir_relocate (struct hc_directory *d, uint32_t from, uint32_t to);
 
 /* Marks c dirty with data of class cls (a write hit or a write-back write). */
-void hc_dir_set_dirty (struct hc_dir *d, uint32_t c, unsigned cls);
+void hc_dir_set_dirty (struct hc_directory *d, uint32_t c, unsigned cls);
 
 /* Marks c clean after its data reached the slow tier (counted as a
  * writeback); a class that does not admit reads (journal) is demoted, as
  * it will not be read again. */
-void hc_dir_set_clean (struct hc_dir *d, uint32_t c);
+void hc_dir_set_clean (struct hc_directory *d, uint32_t c);
 
 /* Advice on a cached block: dontneed demotes; willneed protects. */
-void hc_dir_demote (struct hc_dir *d, uint32_t c);
-void hc_dir_protect (struct hc_dir *d, uint32_t c);
+void hc_dir_demote (struct hc_directory *d, uint32_t c);
+void hc_dir_protect (struct hc_directory *d, uint32_t c);
 
 /* Moves pending blocks that `busy` does not reject to the free list (busy
  * may be NULL).  Returns how many moved. */
-uint32_t hc_dir_release_pending (struct hc_dir *d, bool (*busy) (void *arg, uint32_t c),
+uint32_t hc_dir_release_pending (struct hc_directory *d, bool (*busy) (void *arg, uint32_t c),
                                  void *arg);
 
 /* Copies the statistics with gauges filled in. */
-void hc_dir_stats (const struct hc_dir *d, struct hc_stats *out);
+void hc_dir_stats (const struct hc_directory *d, struct hc_stats *out);
 
 /* Reads attributes of class cls (defaults when there is no table). */
-void hc_dir_attrs (const struct hc_dir *d, unsigned cls, struct hc_class_attrs *a);
+void hc_dir_attrs (const struct hc_directory *d, unsigned cls, struct hc_class_attrs *a);
 
 #endif /* HC_CACHE_DIR_H */

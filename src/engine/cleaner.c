@@ -100,6 +100,10 @@ hc_clean_to (hc_volume *v, uint64_t target)
     pthread_mutex_unlock (&v->lock);
     if (n == 0)
       break;
+    /* Make these blocks' mappings durable before the slow tier changes
+     * under them (an older clean copy may still be the durable one). */
+    if ((rc = hc_meta_commit (v, false)) < 0)
+      break;
     qsort (cand, n, sizeof *cand, by_origin);
     long batch = 0;
     for (size_t i = 0; i < n && rc >= 0; i++) {

@@ -411,14 +411,16 @@ write_block (hc_volume *v, uint64_t blk, uint32_t boff, uint32_t blen, const uin
       }
       to_slow = true;
       /* A clean copy must be gone (durably) before the slow tier changes;
-       * a dirty one must stay until the slow tier has the new data. */
+       * a dirty one must stay until the slow tier has the new data, and its
+       * mapping must be durable first (an older clean copy may be the
+       * durable one otherwise). */
+      commit_first = true;
       if (old_dirty) {
         drop_after_slow = true;
       } else {
         hc_dir_invalidate (&v->dir, c);
         hc_meta_record_block (v, c);
         unpin (v, c);
-        commit_first = true;
       }
     } else {
       dirty_new = true; /* clean only once the slow tier has it, if ever */
@@ -628,32 +630,24 @@ unlock_all_stripes (hc_volume *v)
     pthread_rwlock_unlock (&v->stripes[i]);
 }
 
-/* Drops every cached block of volume blocks [b0, b1) (caller holds lock and
- * all stripes).  Returns how many were dropped. */
+/* Drops the cached blocks of volume blocks [b0, b1) that are dirty (or
+ * clean, as `dirty` says) (caller holds lock and all stripes).  Returns how
+ * many were dropped. */
 static uint64_t
-drop_range (hc_volume *v, uint64_t b0, uint64_t b1)
+drop_range (hc_volume *v, uint64_t b0, uint64_t b1, bool dirty)
 {
-  struct hc_dir *d = &v->dir;
+  struct hc_directory *d = &v->dir;
   uint64_t n = 0;
 
-  if (b1 - b0 <= d->map.n) {
-    for (uint64_t b = b0; b < b1; b++) {
-      uint32_t c = hc_dir_find (d, b);
-      if (c != HC_NIL) {
-        hc_dir_invalidate (d, c);
-        hc_meta_record_block (v, c);
-        n++;
-      }
-    }
-  } else {
-    for (uint32_t c = 0; c < d->map.n; c++) {
-      uint64_t w = d->map.meta[c];
-      if ((w & HC_M_VALID) && hc_meta_origin (w) >= b0 && hc_meta_origin (w) < b1) {
-        hc_dir_invalidate (d, c);
-        hc_meta_record_block (v, c);
-        n++;
-      }
-    }
+  for (uint64_t b = b0, c = 0; b1 - b0 <= d->map.n ? b < b1 : c < d->map.n; b++, c++) {
+    uint32_t k = b1 - b0 <= d->map.n ? hc_dir_find (d, b) : (uint32_t) c;
+    uint64_t w = k == HC_NIL ? 0 : d->map.meta[k];
+    if (!(w & HC_M_VALID) || hc_meta_origin (w) < b0 || hc_meta_origin (w) >= b1
+        || ((w & HC_M_DIRTY) != 0) != dirty)
+      continue;
+    hc_dir_invalidate (d, k);
+    hc_meta_record_block (v, k);
+    n++;
   }
   return n;
 }
@@ -686,16 +680,26 @@ range_op (hc_volume *v, uint64_t off, uint64_t len, unsigned flags, const struct
     free (zeros);
   }
   if (rc == 0 && b0 < b1) {
+    /* Clean copies go (durably) before the slow tier changes; dirty ones
+     * after it has the zeros — the same order as a single write (top of
+     * this file), applied to a range.  The first commit also makes the
+     * dirty blocks' mappings durable. */
     lock_all_stripes (v);
     pthread_mutex_lock (&v->lock);
-    uint64_t dropped = drop_range (v, b0, b1);
-    v->slow_dirty = true;
+    drop_range (v, b0, b1, false);
     pthread_mutex_unlock (&v->lock);
-    if (dropped)
-      rc = hc_meta_commit (v, false);
+    rc = hc_meta_commit (v, false);
     if (rc == 0) {
       uint64_t o = b0 << v->bshift, l = (b1 - b0) << v->bshift;
       rc = zero ? hc_tier_zero (v->slow, o, l) : hc_tier_discard (v->slow, o, l);
+    }
+    if (rc == 0) {
+      pthread_mutex_lock (&v->lock);
+      v->slow_dirty = true; /* the next commit flushes the slow tier first */
+      uint64_t dirty = drop_range (v, b0, b1, true);
+      pthread_mutex_unlock (&v->lock);
+      if (dirty)
+        rc = hc_meta_commit (v, false);
     }
     unlock_all_stripes (v);
   }
@@ -768,6 +772,9 @@ hc_vol_prefetch_block (hc_volume *v, uint64_t blk, struct hc_hint hint)
   return rc;
 }
 
+/* The caller must have committed since block c's mapping was made: the
+ * slow tier must not change while an older clean copy is the durable one
+ * (see the top of this file). */
 int
 hc_vol_writeback (hc_volume *v, uint32_t c)
 {
@@ -866,6 +873,7 @@ hc_volume_advise (hc_volume *v, uint64_t off, uint64_t len, struct hc_hint hint)
 
   if (hint.advice == HC_ADVICE_EVICT) {
     /* Write back what is dirty, then drop the range now. */
+    rc = hc_meta_commit (v, false);
     for (uint64_t b = b0; b < b1 && rc >= 0; b++) {
       pthread_mutex_lock (&v->lock);
       uint32_t c = hc_dir_find (&v->dir, b);

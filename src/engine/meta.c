@@ -584,7 +584,7 @@ int
 hc_meta_load (hc_volume *v, bool check_all, char *why, size_t whylen)
 {
   struct load L = { .why = why, .whylen = whylen };
-  struct hc_dir *d = &v->dir;
+  struct hc_directory *d = &v->dir;
   int rc;
 
   L.entry = calloc (v->sb.nblocks, sizeof *L.entry);

@@ -65,7 +65,7 @@ struct hc_volume {
   uint64_t seed;               /* checksum seed, from the cache UUID */
 
   pthread_mutex_t lock;
-  struct hc_dir dir;
+  struct hc_directory dir;
   _Atomic uint8_t *pins;
   enum hc_mode mode;
   struct hc_ranges ranges;
