@@ -35,7 +35,7 @@
 #define SECT 512u
 #define VOL_BLOCKS 96u
 #define SLOW_SIZE ((VOL_BLOCKS + 1) * BS) /* + the label */
-#define FAST_SIZE (8192 + 4096 + 4096 + (256u << 10) + 24 * BS)
+#define FAST_SIZE (8192 + 4096 + 4096 + 4096 + (256u << 10) + 24 * BS)
 #define NOPS 70
 
 /* ---- The workload. ---- */

@@ -214,6 +214,10 @@ test_hints (void)
   v = open_vol (fast, slow, false);
   CHECK (hc_volume_range_hint (v, (2 << 20) + 4096).cls == HC_CLASS_STREAMING
          && hc_volume_range_hint (v, 3 << 20).cls == 0, "range hint persisted exactly");
+  hc_volume_stats (v, &st);
+  CHECK (total (&st, HC_CLASS_METADATA, 0) == 64
+         && st.cls[HC_CLASS_BACKGROUND].bypass[0][HC_BYPASS_CLASS] == 64,
+         "lifetime statistics persisted");
 
   /* willneed prefetches (no cleaner: at once); evict drops; dontneed demotes. */
   CHECK (hc_volume_advise (v, 4 << 20, 128 << 10, (struct hc_hint) { .advice = HC_ADVICE_WILLNEED })

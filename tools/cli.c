@@ -53,7 +53,7 @@ list_commands (FILE *f, const char *parent, const struct cli_command *cmds, size
   fprintf (f, "Usage: hintcache %s%sCOMMAND [ARGS] [--help]\n\nCommands:\n", parent ? parent : "",
            parent ? " " : "");
   for (size_t i = 0; i < n; i++)
-    fprintf (f, "  %-10s %s\n", cmds[i].name, cmds[i].summary);
+    fprintf (f, "  %-8s %s\n", cmds[i].name, cmds[i].summary);
 }
 
 int

@@ -7,4 +7,12 @@
 /* `hintcache hint …`: the hint model and transport codecs (cmd_hint.c). */
 int cmd_hint (int argc, char **argv);
 
+/* Volume commands (cmd_volume.c). */
+int cmd_format (int argc, char **argv); /* make a volume */
+int cmd_info (int argc, char **argv);   /* geometry and occupancy */
+int cmd_check (int argc, char **argv);  /* verify checksums and invariants */
+int cmd_clean (int argc, char **argv);  /* write back all dirty data */
+int cmd_stats (int argc, char **argv);  /* lifetime statistics */
+int cmd_io (int argc, char **argv);     /* one operation, for scripts */
+
 #endif /* HC_TOOLS_COMMANDS_H */

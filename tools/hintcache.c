@@ -13,6 +13,12 @@
 
 static const struct cli_command commands[] = {
   { "hint", cmd_hint, "hint model and transport codecs: decode, encode, map, classes" },
+  { "format", cmd_format, "make a volume of a fast and a slow tier" },
+  { "info", cmd_info, "a volume's geometry, mode, occupancy and dirty blocks by class" },
+  { "check", cmd_check, "verify a volume's checksums and invariants" },
+  { "clean", cmd_clean, "write back all dirty data" },
+  { "stats", cmd_stats, "a volume's lifetime statistics by class" },
+  { "io", cmd_io, "read, write, flush, discard, zero, advise or set the mode" },
 };
 
 int

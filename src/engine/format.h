@@ -60,6 +60,7 @@
 #define HC_FMT_RANGE_PER_SECTOR 31u  /* 16-byte header + 31 × 16 */
 #define HC_FMT_JREC_PER_SECTOR 31u   /* 16-byte header + 31 × 16 */
 #define HC_FMT_PATH_MAX 200u
+#define HC_FMT_STATS_SECTORS 8u     /* lifetime statistics, 63 counters per sector */
 
 /* Journal record types. */
 enum { HC_JREC_MAP = 1, HC_JREC_RANGE = 2 };
@@ -95,6 +96,7 @@ struct hc_sb {
   uint32_t nblocks;
   uint64_t table_off, table_sectors;
   uint64_t range_off, range_sectors;
+  uint64_t stats_off;       /* HC_FMT_STATS_SECTORS of lifetime counters */
   uint64_t journal_off, journal_sectors;
   uint64_t data_off;
   uint32_t mode, policy;
@@ -109,7 +111,8 @@ enum {
   SB_FAST_SIZE = 56, SB_LABEL_OFF = 64, SB_VOL_SIZE = 72, SB_BLOCK = 80, SB_NBLOCKS = 84,
   SB_TABLE_OFF = 88, SB_TABLE_SECT = 96, SB_RANGE_OFF = 104, SB_RANGE_SECT = 112,
   SB_JOURNAL_OFF = 120, SB_JOURNAL_SECT = 128, SB_DATA_OFF = 136, SB_MODE = 144, SB_POLICY = 148,
-  SB_REPLAY_SEQ = 152, SB_REPLAY_POS = 160, SB_PATH = 168, SB_CSUM = 504,
+  SB_REPLAY_SEQ = 152, SB_REPLAY_POS = 160, SB_PATH = 168, SB_STATS_OFF = 368,
+  SB_CSUM = 504,
 };
 
 /* Slow label offsets. */

@@ -82,6 +82,7 @@ hc_sb_encode (const struct hc_sb *sb, uint8_t s[HC_FMT_SECTOR])
   hc_put32 (s + SB_POLICY, sb->policy);
   hc_put64 (s + SB_REPLAY_SEQ, sb->replay_seq);
   hc_put64 (s + SB_REPLAY_POS, sb->replay_pos);
+  hc_put64 (s + SB_STATS_OFF, sb->stats_off);
   memcpy (s + SB_PATH, sb->slow_path, strnlen (sb->slow_path, HC_FMT_PATH_MAX));
   hc_put64 (s + SB_CSUM, XXH3_64bits (s, SB_CSUM));
 }
@@ -117,6 +118,7 @@ hc_sb_decode (const uint8_t s[HC_FMT_SECTOR], struct hc_sb *sb)
   sb->policy = hc_get32 (s + SB_POLICY);
   sb->replay_seq = hc_get64 (s + SB_REPLAY_SEQ);
   sb->replay_pos = hc_get64 (s + SB_REPLAY_POS);
+  sb->stats_off = hc_get64 (s + SB_STATS_OFF);
   memcpy (sb->slow_path, s + SB_PATH, HC_FMT_PATH_MAX);
   sb->slow_path[HC_FMT_PATH_MAX] = '\0';
   return 0;
@@ -133,6 +135,7 @@ sb_sane (const struct hc_sb *sb, struct hc_sb *dummy)
       || sb->mode >= HC_MODE_COUNT || sb->policy >= HC_POLICY_COUNT
       || sb->table_sectors < (sb->nblocks + HC_FMT_TABLE_PER_SECTOR - 1) / HC_FMT_TABLE_PER_SECTOR
       || sb->journal_sectors == 0 || sb->replay_pos >= sb->journal_sectors
+      || sb->stats_off < sb->range_off || sb->journal_off < sb->stats_off + HC_FMT_STATS_SECTORS * HC_FMT_SECTOR
       || sb->data_off % bs || sb->volume_size % bs || sb->volume_size / bs > HC_ORIGIN_MAX
       || sb->data_off + (uint64_t) sb->nblocks * bs > sb->fast_size)
     return -EUCLEAN;
@@ -252,7 +255,8 @@ layout (struct hc_sb *sb, uint64_t n, uint32_t bs, uint32_t max_ranges)
   sb->table_sectors = (n + HC_FMT_TABLE_PER_SECTOR - 1) / HC_FMT_TABLE_PER_SECTOR;
   sb->range_off = align_up (sb->table_off + sb->table_sectors * HC_FMT_SECTOR, 4096);
   sb->range_sectors = (max_ranges + HC_FMT_RANGE_PER_SECTOR - 1) / HC_FMT_RANGE_PER_SECTOR;
-  sb->journal_off = align_up (sb->range_off + sb->range_sectors * HC_FMT_SECTOR, 4096);
+  sb->stats_off = align_up (sb->range_off + sb->range_sectors * HC_FMT_SECTOR, 4096);
+  sb->journal_off = align_up (sb->stats_off + HC_FMT_STATS_SECTORS * HC_FMT_SECTOR, 4096);
   sb->journal_sectors = journal_sectors_for (n);
   sb->data_off = align_up (sb->journal_off + sb->journal_sectors * HC_FMT_SECTOR, bs);
   return sb->data_off + n * bs;
@@ -375,6 +379,7 @@ hc_meta_format (hc_tier *fast, hc_tier *slow, const struct hc_format_opts *o, ch
    * short leaves no superblock and so no volume. */
   if ((rc = write_region (fast, sb.table_off, sb.table_sectors, 0, seed, fill_table)) < 0
       || (rc = write_region (fast, sb.range_off, sb.range_sectors, 0, seed, NULL)) < 0
+      || (rc = write_region (fast, sb.stats_off, HC_FMT_STATS_SECTORS, 0, seed, NULL)) < 0
       || (rc = write_region (fast, sb.journal_off, sb.journal_sectors, 8, seed, NULL)) < 0) {
     snprintf (why, whylen, "writing metadata to the fast tier: %s", strerror (-rc));
     return rc;
@@ -399,8 +404,64 @@ sb_error:
 }
 
 /* ---------------------------------------------------------------------------
- * 3. Load: table, range hints, replay.
+ * 3. Load: table, range hints, statistics, replay.
  */
+
+/* The lifetime counters, in a fixed order: each class's counters, then the
+ * volume's.  get = true reads them out of s into a flat array and back. */
+static unsigned
+stats_walk (struct hc_stats *st, uint64_t *flat, bool to_flat)
+{
+  unsigned n = 0;
+#define X(field) (to_flat ? (void) (flat[n++] = (field)) : (void) ((field) = flat[n++]))
+  for (unsigned c = 0; c < HC_CLASS_COUNT; c++) {
+    struct hc_class_stats *k = &st->cls[c];
+    for (unsigned o = 0; o < 2; o++) {
+      X (k->hits[o]);
+      X (k->misses[o]);
+      X (k->admissions[o]);
+      X (k->bytes[o]);
+      for (unsigned r = 0; r < HC_BYPASS_COUNT; r++)
+        X (k->bypass[o][r]);
+    }
+    X (k->evictions);
+    X (k->writebacks);
+    X (k->hint_hits);
+    X (k->flash_bytes_written);
+  }
+  X (st->commits);
+  X (st->flushes);
+  X (st->prefetched);
+  X (st->errors_fast);
+#undef X
+  return n;
+}
+
+#define STATS_MAX (HC_FMT_STATS_SECTORS * 63)
+
+static void
+encode_stats (hc_volume *v, uint8_t *buf)
+{
+  uint64_t flat[STATS_MAX] = { 0 };
+  unsigned n = stats_walk (&v->dir.stats, flat, true);
+
+  memset (buf, 0, HC_FMT_STATS_SECTORS * HC_FMT_SECTOR);
+  for (unsigned i = 0; i < n; i++)
+    hc_put64 (buf + (i / 63) * HC_FMT_SECTOR + 8 + 8 * (i % 63), flat[i]);
+  for (unsigned s = 0; s < HC_FMT_STATS_SECTORS; s++)
+    hc_put32 (buf + s * HC_FMT_SECTOR,
+              hc_meta_csum (buf + s * HC_FMT_SECTOR, 0, v->seed, v->sb.stats_off / HC_FMT_SECTOR + s));
+}
+
+static int
+visit_stats (hc_volume *v, uint64_t i, const uint8_t *s, void *arg)
+{
+  uint64_t *flat = arg;
+  (void) v;
+  for (unsigned k = 0; k < 63; k++)
+    flat[i * 63 + k] = hc_get64 (s + 8 + 8 * k);
+  return 0;
+}
 
 static inline void put48 (uint8_t *p, uint64_t v) { for (int i = 0; i < 6; i++) p[i] = v >> (8 * i); }
 static inline void put56 (uint8_t *p, uint64_t v) { for (int i = 0; i < 7; i++) p[i] = v >> (8 * i); }
@@ -571,9 +632,10 @@ replay (hc_volume *v, struct load *L, bool check_all)
       v->next_pos = pos;
     }
   }
-  /* A commit without its END was cut short: it never happened. */
-  if (check_all)
-    rc = read_region (v, "journal", v->sb.journal_off, J, 8, NULL, NULL, L->why, L->whylen);
+  /* A commit without its END was cut short: it never happened.  Sectors
+   * outside the log are checked too: every sector is always whole. */
+  (void) check_all;
+  rc = read_region (v, "journal", v->sb.journal_off, J, 8, NULL, NULL, L->why, L->whylen);
 out:
   free (commit);
   v->replayed = applied;
@@ -597,6 +659,13 @@ hc_meta_load (hc_volume *v, bool check_all, char *why, size_t whylen)
   if (rc == 0)
     rc = read_region (v, "range-hint", v->sb.range_off, v->sb.range_sectors, 0, visit_ranges, &L,
                       why, whylen);
+  if (rc == 0) {
+    uint64_t flat[STATS_MAX];
+    rc = read_region (v, "statistics", v->sb.stats_off, HC_FMT_STATS_SECTORS, 0, visit_stats, flat,
+                      why, whylen);
+    if (rc == 0)
+      stats_walk (&v->dir.stats, flat, false);
+  }
   v->next_seq = v->sb.replay_seq;
   v->next_pos = v->sb.replay_pos;
   if (rc == 0)
@@ -738,6 +807,7 @@ struct ckpt {
   uint64_t *index;     /* their sector numbers */
   uint64_t n;
   uint8_t *ranges;     /* the whole range region, or NULL */
+  uint8_t *stats;      /* the statistics region */
 };
 
 static int
@@ -750,8 +820,10 @@ take_checkpoint (hc_volume *v, struct ckpt *ck)
   ck->table = malloc (count * HC_FMT_SECTOR + 1);
   ck->index = malloc (count * sizeof *ck->index + 1);
   ck->ranges = v->ranges_dirty ? malloc (v->sb.range_sectors * HC_FMT_SECTOR) : NULL;
-  if (!ck->table || !ck->index || (v->ranges_dirty && !ck->ranges))
+  ck->stats = malloc (HC_FMT_STATS_SECTORS * HC_FMT_SECTOR);
+  if (!ck->table || !ck->index || (v->ranges_dirty && !ck->ranges) || !ck->stats)
     return -ENOMEM;
+  encode_stats (v, ck->stats);
   ck->n = 0;
   for (uint64_t i = 0; i < v->sb.table_sectors; i++)
     if ((v->table_dirty[i / 8] >> (i % 8)) & 1) {
@@ -771,6 +843,7 @@ free_checkpoint (struct ckpt *ck)
   free (ck->table);
   free (ck->index);
   free (ck->ranges);
+  free (ck->stats);
 }
 
 /* Writes a checkpoint's sectors, coalescing runs of consecutive sectors. */
@@ -789,6 +862,8 @@ write_checkpoint (hc_volume *v, const struct ckpt *ck)
   }
   if (rc == 0 && ck->ranges)
     rc = hc_tier_write (v->fast, ck->ranges, v->sb.range_sectors * HC_FMT_SECTOR, v->sb.range_off, 0);
+  if (rc == 0)
+    rc = hc_tier_write (v->fast, ck->stats, HC_FMT_STATS_SECTORS * HC_FMT_SECTOR, v->sb.stats_off, 0);
   return rc;
 }
 

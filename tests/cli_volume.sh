@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# End-to-end test of the volume commands on real files: format, io, info,
+# stats, check, clean; refusals with one clear line and a non-zero exit;
+# corruption found by check; a failed command changes nothing.
+set -eu
+hc=$1
+. "$(dirname "$0")/functions.sh"
+requires jq
+requires truncate
+
+f=$tmp/fast.img s=$tmp/slow.img
+truncate -s 32M "$f"
+truncate -s 128M "$s"
+
+expect_status 0 "$hc" format --fast "$f" --slow "$s" --mode writeback --block-size 8k
+contains "$out" "cache blocks of 8192 bytes" "format summary"
+expect_status 1 "$hc" format --fast "$f" --slow "$s"
+contains "$err" "already holds a hintcache volume" "no accidental reformat"
+expect_status 2 "$hc" format --fast "$f" --slow "$s" --force --block-size 3000
+contains "$err" "block size 3000" "bad block size"
+expect_status 2 "$hc" format --fast "$f" --slow "$s" --force --mode sideways
+expect_status 2 "$hc" format --fast "$f"
+
+# Write with a hint, read back through the cache and from the slow tier.
+head -c 300000 /dev/urandom > "$tmp/data"
+expect_status 0 "$hc" io "$f" write 12345 300000 --in "$tmp/data" --hint metadata
+expect_status 0 "$hc" io "$f" read 12345 300000 --out "$tmp/back"
+cmp "$tmp/data" "$tmp/back" || fail "read back differs"
+expect_status 0 "$hc" info "$f" --json
+[ "$(echo "$out" | jq -r .mode)" = writeback ] || fail "mode"
+[ "$(echo "$out" | jq -r .classes.metadata.dirty)" -gt 30 ] || fail "metadata dirty: $out"
+[ "$(echo "$out" | jq -r .clean_shutdown)" = true ] || fail "closed cleanly"
+# Not yet on the slow tier (write-back); clean puts it there.
+if dd if="$s" bs=1 skip=12345 count=300000 status=none | cmp -s - "$tmp/data"; then
+  fail "write-back data reached the slow tier before cleaning"
+fi
+expect_status 0 "$hc" clean "$f"
+contains "$out" "0 dirty" "clean"
+dd if="$s" bs=1 skip=12345 count=300000 status=none | cmp - "$tmp/data" || fail "after clean"
+
+expect_status 0 "$hc" stats "$f" --json
+[ "$(echo "$out" | jq -r .classes.metadata.write.admissions)" -gt 30 ] || fail "stats persisted"
+[ "$(echo "$out" | jq -r .classes.metadata.writebacks)" -gt 30 ] || fail "writebacks counted"
+expect_status 0 "$hc" io "$f" advise 0 1M background+dontneed
+expect_status 0 "$hc" io "$f" mode writethrough
+expect_status 0 "$hc" info "$f"
+contains "$out" "mode        writethrough" "mode persisted"
+expect_status 0 "$hc" check "$f"
+contains "$out" "ok" "check ok"
+
+# Refusals.
+expect_status 2 "$hc" io "$f" read 127M 2M
+contains "$err" "outside the volume" "range check"
+expect_status 2 "$hc" io "$f" frob 0 1
+expect_status 2 "$hc" io "$f" advise 0 1 hot
+expect_status 2 "$hc" io "$f" read 0
+expect_status 1 "$hc" info "$tmp/nothing"
+contains "$err" "No such file" "missing file"
+truncate -s 1M "$tmp/blank"
+expect_status 1 "$hc" info "$tmp/blank"
+contains "$err" "not a hintcache volume" "blank file"
+
+# A different slow tier is refused and nothing changes.
+truncate -s 128M "$tmp/other.img"
+before=$(md5sum < "$f")
+expect_status 1 "$hc" info "$f" --slow "$tmp/other.img"
+contains "$err" "not the one this cache belongs to" "wrong slow tier"
+[ "$(md5sum < "$f")" = "$before" ] || fail "a failed open changed the fast tier"
+
+# Corruption: one byte of the table.  check finds it; open refuses.
+printf '\x99' | dd of="$f" bs=1 seek=$((8192 + 100)) conv=notrunc status=none
+expect_status 1 "$hc" check "$f"
+contains "$err" "table sector 0 is corrupt" "check names the corrupt sector"
+expect_status 1 "$hc" io "$f" read 0 4096
+contains "$err" "corrupt" "open refuses"
+
+for c in format info check clean stats io; do
+  expect_status 0 "$hc" $c --help
+  contains "$out" "Usage: hintcache $c" "help for $c"
+done
+echo "cli_volume: ok"

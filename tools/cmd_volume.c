@@ -1,0 +1,670 @@
+/* The volume commands of the hintcache tool:
+ *
+ *   format --fast F --slow S     make a volume
+ *   info F                       geometry, mode, occupancy and dirty blocks by class
+ *   check F                      verify every checksum and invariant
+ *   clean F                      write back all dirty data
+ *   stats F                      lifetime statistics by class
+ *   io F OP …                    read, write, flush, discard, zero, advise, mode
+ *
+ * Commands other than format find the slow tier through the path recorded
+ * at format time, or --slow.  Every command that fails prints one line and
+ * exits non-zero, and changes nothing it has not reported doing.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "hintcache/hintcache.h"
+#include "cli.h"
+#include "commands.h"
+#include "json.h"
+
+/* Parses "123", "64k", "4M", "1G", "2T" (binary multiples). */
+static int
+parse_size (const char *s, uint64_t *out)
+{
+  char *end;
+  unsigned long long v;
+
+  if (!s || !*s || *s == '-')
+    return -EINVAL;
+  errno = 0;
+  v = strtoull (s, &end, 0);
+  if (errno || end == s)
+    return -EINVAL;
+  unsigned shift = 0;
+  switch (*end) {
+  case '\0': break;
+  case 'k': case 'K': shift = 10; end++; break;
+  case 'm': case 'M': shift = 20; end++; break;
+  case 'g': case 'G': shift = 30; end++; break;
+  case 't': case 'T': shift = 40; end++; break;
+  default: return -EINVAL;
+  }
+  if (*end == 'i' || *end == 'B')
+    end += (*end == 'i' && end[1] == 'B') ? 2 : 1;
+  if (*end || (shift && v > (UINT64_MAX >> shift)))
+    return -EINVAL;
+  *out = (uint64_t) v << shift;
+  return 0;
+}
+
+static void
+uuid_text (const uint8_t u[16], char out[37])
+{
+  static const int dash[] = { 4, 6, 8, 10 };
+  char *p = out;
+  for (int i = 0, d = 0; i < 16; i++) {
+    if (d < 4 && i == dash[d]) {
+      *p++ = '-';
+      d++;
+    }
+    p += sprintf (p, "%02x", u[i]);
+  }
+}
+
+/* An open volume with its tiers, for the commands. */
+struct vol {
+  hc_tier *fast, *slow;
+  hc_volume *v;
+};
+
+static void
+vol_close (struct vol *x)
+{
+  if (x->v)
+    hc_volume_close (x->v);
+  hc_tier_close (x->fast);
+  hc_tier_close (x->slow);
+}
+
+/* Opens the tiers (the slow one by --slow or the recorded path) and the
+ * volume.  Returns 0 or an exit status after printing why. */
+static int
+vol_open (const char *cmd, const char *fast_path, const char *slow_path, bool read_only,
+          struct vol *x)
+{
+  char recorded[256], why[256];
+  struct hc_open_opts o = { .read_only = read_only, .no_cleaner = true };
+  unsigned flags = read_only ? HC_TIER_READONLY : 0;
+  int rc;
+
+  memset (x, 0, sizeof *x);
+  if ((rc = hc_tier_open_file (fast_path, flags, &x->fast)) < 0)
+    return cli_fail (cmd, "%s: %s", fast_path, strerror (-rc));
+  if (!slow_path) {
+    if ((rc = hc_volume_slow_path (x->fast, recorded, sizeof recorded)) < 0) {
+      hc_tier_close (x->fast);
+      return cli_fail (cmd, "%s: not a hintcache volume (%s)", fast_path, strerror (-rc));
+    }
+    if (!recorded[0]) {
+      hc_tier_close (x->fast);
+      return cli_usage (cmd, "%s records no slow tier path; give --slow", fast_path);
+    }
+    slow_path = recorded;
+  }
+  if ((rc = hc_tier_open_file (slow_path, flags, &x->slow)) < 0) {
+    hc_tier_close (x->fast);
+    return cli_fail (cmd, "slow tier %s: %s", slow_path, strerror (-rc));
+  }
+  if ((rc = hc_volume_open (x->fast, x->slow, &o, &x->v, why, sizeof why)) < 0) {
+    vol_close (x);
+    return cli_fail (cmd, "%s: %s", fast_path, why);
+  }
+  return 0;
+}
+
+/* Options every volume command takes. */
+struct common {
+  const char *slow;
+  bool json;
+};
+
+enum { OPT_SLOW = 300, OPT_FAST, OPT_BLOCK, OPT_MODE, OPT_POLICY, OPT_RANGES, OPT_FORCE,
+       OPT_HINT, OPT_OUT, OPT_IN, OPT_PATTERN, OPT_FUA };
+
+static const struct option vol_opts[] = {
+  { "help", no_argument, NULL, 'h' },
+  { "json", no_argument, NULL, 'j' },
+  { "slow", required_argument, NULL, OPT_SLOW },
+  { "fast", required_argument, NULL, OPT_FAST },
+  { "block-size", required_argument, NULL, OPT_BLOCK },
+  { "mode", required_argument, NULL, OPT_MODE },
+  { "policy", required_argument, NULL, OPT_POLICY },
+  { "max-ranges", required_argument, NULL, OPT_RANGES },
+  { "force", no_argument, NULL, OPT_FORCE },
+  { "hint", required_argument, NULL, OPT_HINT },
+  { "out", required_argument, NULL, OPT_OUT },
+  { "in", required_argument, NULL, OPT_IN },
+  { "pattern", required_argument, NULL, OPT_PATTERN },
+  { "fua", no_argument, NULL, OPT_FUA },
+  { NULL, 0, NULL, 0 },
+};
+
+/* Everything the volume commands can be given. */
+struct args {
+  struct common c;
+  const char *fast;
+  uint64_t block_size, max_ranges;
+  const char *mode, *policy, *hint, *out, *in, *pattern;
+  bool force, fua;
+};
+
+/* Parses options; returns -1 to go on, or an exit status. */
+static int
+parse (const char *cmd, const char *usage, int argc, char **argv, struct args *a)
+{
+  int ch;
+
+  memset (a, 0, sizeof *a);
+  optind = 1;
+  while ((ch = getopt_long (argc, argv, "hj", vol_opts, NULL)) != -1) {
+    switch (ch) {
+    case 'h': fputs (usage, stdout); return 0;
+    case 'j': a->c.json = true; break;
+    case OPT_SLOW: a->c.slow = optarg; break;
+    case OPT_FAST: a->fast = optarg; break;
+    case OPT_BLOCK:
+      if (parse_size (optarg, &a->block_size) < 0)
+        return cli_usage (cmd, "--block-size: '%s' is not a size", optarg);
+      break;
+    case OPT_RANGES:
+      if (parse_size (optarg, &a->max_ranges) < 0 || a->max_ranges > UINT32_MAX)
+        return cli_usage (cmd, "--max-ranges: '%s' is not a count", optarg);
+      break;
+    case OPT_MODE: a->mode = optarg; break;
+    case OPT_POLICY: a->policy = optarg; break;
+    case OPT_FORCE: a->force = true; break;
+    case OPT_HINT: a->hint = optarg; break;
+    case OPT_OUT: a->out = optarg; break;
+    case OPT_IN: a->in = optarg; break;
+    case OPT_PATTERN: a->pattern = optarg; break;
+    case OPT_FUA: a->fua = true; break;
+    default: return cli_usage (cmd, "bad option; see 'hintcache %s --help'", cmd);
+    }
+  }
+  return -1;
+}
+
+/* ---------------------------------------------------------------------------
+ * format
+ */
+static const char format_usage[] =
+  "Usage: hintcache format --fast FILE --slow FILE [--block-size N] [--mode M]\n"
+  "                        [--policy P] [--max-ranges N] [--force]\n"
+  "\n"
+  "Makes FILE (fast) a cache for FILE (slow): writes a superblock and empty metadata on\n"
+  "the fast tier, and a 4 KiB label at the end of the slow tier (nothing else of the\n"
+  "slow tier is touched; the volume is the slow tier up to the label).\n"
+  "  --block-size N   cache block size, 4k to 64k, a power of two (default 4k)\n"
+  "  --mode M         writethrough (default), writeback, writearound, passthrough\n"
+  "  --policy P       hintaware (default), lru, s3fifo\n"
+  "  --max-ranges N   range hints kept (default 65536)\n"
+  "  --force          format over an existing hintcache volume\n";
+
+int
+cmd_format (int argc, char **argv)
+{
+  const char *cmd = "format";
+  struct args a;
+  struct hc_format_opts fo = { 0 };
+  hc_tier *fast = NULL, *slow = NULL;
+  char why[256], real[4096];
+  int rc;
+
+  if ((rc = parse (cmd, format_usage, argc, argv, &a)) >= 0)
+    return rc;
+  if (!a.fast || !a.c.slow || optind != argc)
+    return cli_usage (cmd, "expected --fast FILE --slow FILE (see --help)");
+  if (a.mode && hc_mode_parse (a.mode, &fo.mode) < 0)
+    return cli_usage (cmd, "--mode: '%s' is not one of writethrough, writeback, writearound, "
+                      "passthrough", a.mode);
+  if (a.policy) {
+    bool ok = false;
+    for (unsigned i = 0; hc_policy_name (i); i++)
+      ok |= strcmp (a.policy, hc_policy_name (i)) == 0;
+    if (!ok)
+      return cli_usage (cmd, "--policy: '%s' is not one of hintaware, lru, s3fifo", a.policy);
+  }
+  fo.block_size = (uint32_t) a.block_size;
+  fo.policy = a.policy;
+  fo.max_ranges = (uint32_t) a.max_ranges;
+  fo.slow_path = realpath (a.c.slow, real) ? real : a.c.slow;
+  if ((rc = hc_tier_open_file (a.fast, 0, &fast)) < 0)
+    return cli_fail (cmd, "%s: %s", a.fast, strerror (-rc));
+  if ((rc = hc_tier_open_file (a.c.slow, 0, &slow)) < 0) {
+    hc_tier_close (fast);
+    return cli_fail (cmd, "%s: %s", a.c.slow, strerror (-rc));
+  }
+  char recorded[256];
+  if (!a.force && hc_volume_slow_path (fast, recorded, sizeof recorded) == 0) {
+    hc_tier_close (fast);
+    hc_tier_close (slow);
+    return cli_fail (cmd, "%s already holds a hintcache volume; use --force to replace it", a.fast);
+  }
+  rc = hc_volume_format (fast, slow, &fo, why, sizeof why);
+  if (rc == 0) {
+    struct hc_open_opts oo = { .read_only = true };
+    hc_volume *v;
+    if (hc_volume_open (fast, slow, &oo, &v, why, sizeof why) == 0) {
+      struct hc_volume_info in;
+      char u[37];
+      hc_volume_get_info (v, &in);
+      uuid_text (in.cache_uuid, u);
+      printf ("formatted %s: %u cache blocks of %u bytes (%.1f MiB) for %.1f MiB of %s, %s, %s\n"
+              "cache uuid %s\n", a.fast, in.nblocks, in.block_size,
+              in.nblocks * (double) in.block_size / 1048576, in.volume_size / 1048576.0, a.c.slow,
+              hc_mode_name (in.mode), in.policy, u);
+      hc_volume_close (v);
+    }
+  }
+  hc_tier_close (fast);
+  hc_tier_close (slow);
+  if (rc < 0)
+    return rc == -EINVAL ? cli_usage (cmd, "%s", why) : cli_fail (cmd, "%s", why);
+  return 0;
+}
+
+/* ---------------------------------------------------------------------------
+ * info and stats
+ */
+static const char info_usage[] =
+  "Usage: hintcache info FAST [--slow FILE] [--json]\n"
+  "\n"
+  "Shows a volume's geometry, mode and policy, and its cached and dirty blocks by class.\n"
+  "Opens the volume read-only (the journal is replayed in memory only).\n";
+
+static const char stats_usage[] =
+  "Usage: hintcache stats FAST [--slow FILE] [--json]\n"
+  "\n"
+  "Shows a volume's lifetime statistics by class, as of its last checkpoint: hits, misses,\n"
+  "admissions and bypasses (with their reasons) for reads and writes, evictions,\n"
+  "write-backs, hint hits, client bytes and flash bytes written.\n";
+
+static void
+json_class_stats (struct json *j, const struct hc_class_stats *c)
+{
+  static const char *const op[2] = { "read", "write" };
+  json_object_begin (j);
+  for (unsigned o = 0; o < 2; o++) {
+    json_key (j, op[o]);
+    json_object_begin (j);
+    json_kv_uint (j, "hits", c->hits[o]);
+    json_kv_uint (j, "misses", c->misses[o]);
+    json_kv_uint (j, "admissions", c->admissions[o]);
+    json_kv_uint (j, "bytes", c->bytes[o]);
+    json_key (j, "bypass");
+    json_object_begin (j);
+    for (unsigned r = 0; r < HC_BYPASS_COUNT; r++)
+      json_kv_uint (j, hc_bypass_name (r), c->bypass[o][r]);
+    json_object_end (j);
+    json_object_end (j);
+  }
+  json_kv_uint (j, "evictions", c->evictions);
+  json_kv_uint (j, "writebacks", c->writebacks);
+  json_kv_uint (j, "hint_hits", c->hint_hits);
+  json_kv_uint (j, "flash_bytes_written", c->flash_bytes_written);
+  json_kv_uint (j, "blocks", c->blocks);
+  json_kv_uint (j, "dirty", c->dirty);
+  json_object_end (j);
+}
+
+static int
+show (const char *cmd, const char *usage, int argc, char **argv, bool stats)
+{
+  struct args a;
+  struct vol x;
+  int rc;
+
+  if ((rc = parse (cmd, usage, argc, argv, &a)) >= 0)
+    return rc;
+  if (argc - optind != 1)
+    return cli_usage (cmd, "expected the fast tier's path (see --help)");
+  if ((rc = vol_open (cmd, argv[optind], a.c.slow, true, &x)) != 0)
+    return rc;
+  struct hc_volume_info in;
+  struct hc_stats st;
+  char cu[37], su[37];
+  hc_volume_get_info (x.v, &in);
+  hc_volume_stats (x.v, &st);
+  uuid_text (in.cache_uuid, cu);
+  uuid_text (in.slow_uuid, su);
+  uint64_t used = 0, dirty = 0, hits = 0, hint_hits = 0;
+  for (unsigned c = 0; c < HC_CLASS_COUNT; c++) {
+    used += st.cls[c].blocks;
+    dirty += st.cls[c].dirty;
+    hits += st.cls[c].hits[0] + st.cls[c].hits[1];
+    hint_hits += st.cls[c].hint_hits;
+  }
+  if (a.c.json) {
+    struct json j;
+    json_init (&j, stdout);
+    json_object_begin (&j);
+    json_kv_string (&j, "cache_uuid", cu);
+    json_kv_string (&j, "slow_uuid", su);
+    json_kv_string (&j, "slow_path", in.slow_path);
+    json_kv_uint (&j, "format_version", in.format_version);
+    json_kv_uint (&j, "block_size", in.block_size);
+    json_kv_uint (&j, "cache_blocks", in.nblocks);
+    json_kv_uint (&j, "volume_bytes", in.volume_size);
+    json_kv_string (&j, "mode", hc_mode_name (in.mode));
+    json_kv_string (&j, "policy", in.policy);
+    json_kv_bool (&j, "clean_shutdown", in.was_clean);
+    json_kv_uint (&j, "journal_sectors_replayed", in.replayed);
+    json_kv_uint (&j, "range_hints", in.range_hints);
+    json_kv_uint (&j, "ram_bytes", in.ram_bytes);
+    json_kv_uint (&j, "used_blocks", used);
+    json_kv_uint (&j, "dirty_blocks", dirty);
+    if (stats) {
+      json_kv_uint (&j, "commits", st.commits);
+      json_kv_uint (&j, "flushes", st.flushes);
+      json_kv_uint (&j, "prefetched", st.prefetched);
+      json_kv_uint (&j, "fast_errors", st.errors_fast);
+    }
+    json_key (&j, "classes");
+    json_object_begin (&j);
+    for (unsigned c = 0; c < HC_CLASS_COUNT; c++) {
+      json_key (&j, hc_class_name (c));
+      if (stats)
+        json_class_stats (&j, &st.cls[c]);
+      else {
+        json_object_begin (&j);
+        json_kv_uint (&j, "blocks", st.cls[c].blocks);
+        json_kv_uint (&j, "dirty", st.cls[c].dirty);
+        json_object_end (&j);
+      }
+    }
+    json_object_end (&j);
+    json_object_end (&j);
+  } else if (!stats) {
+    printf ("volume      %s (cache uuid %s)\n", argv[optind], cu);
+    printf ("slow tier   %s (uuid %s)\n", in.slow_path[0] ? in.slow_path : "?", su);
+    printf ("geometry    %u cache blocks of %u bytes (%.1f MiB) for %.1f MiB; format v%u\n",
+            in.nblocks, in.block_size, in.nblocks * (double) in.block_size / 1048576,
+            in.volume_size / 1048576.0, in.format_version);
+    printf ("mode        %s, policy %s\n", hc_mode_name (in.mode), in.policy);
+    printf ("state       %s; %" PRIu64 " journal sectors to replay; %u range hints\n",
+            in.was_clean ? "closed cleanly" : "not closed cleanly", in.replayed, in.range_hints);
+    printf ("occupancy   %" PRIu64 " of %u blocks used (%.1f%%), %" PRIu64 " dirty\n", used,
+            in.nblocks, 100.0 * used / in.nblocks, dirty);
+    printf ("%-13s %10s %10s\n", "class", "blocks", "dirty");
+    for (unsigned c = 0; c < HC_CLASS_COUNT; c++)
+      printf ("%-13s %10" PRIu64 " %10" PRIu64 "\n", hc_class_name (c), st.cls[c].blocks,
+              st.cls[c].dirty);
+  } else {
+    printf ("%-13s %10s %10s %10s %10s %10s %10s %10s %12s\n", "class", "rd hits", "rd miss",
+            "wr hits", "wr miss", "admitted", "bypassed", "evicted", "flash MiB");
+    for (unsigned c = 0; c < HC_CLASS_COUNT; c++) {
+      const struct hc_class_stats *k = &st.cls[c];
+      uint64_t by = 0;
+      for (unsigned o = 0; o < 2; o++)
+        for (unsigned r = 0; r < HC_BYPASS_COUNT; r++)
+          by += k->bypass[o][r];
+      printf ("%-13s %10" PRIu64 " %10" PRIu64 " %10" PRIu64 " %10" PRIu64 " %10" PRIu64
+              " %10" PRIu64 " %10" PRIu64 " %12.1f\n", hc_class_name (c), k->hits[0], k->misses[0],
+              k->hits[1], k->misses[1], k->admissions[0] + k->admissions[1], by, k->evictions,
+              k->flash_bytes_written / 1048576.0);
+    }
+    printf ("hint efficacy: %" PRIu64 " of %" PRIu64 " hits on blocks a hint admitted or "
+            "protected (%.1f%%)\n", hint_hits, hits, hits ? 100.0 * hint_hits / hits : 0.0);
+    printf ("commits %" PRIu64 ", flushes %" PRIu64 ", prefetched %" PRIu64 ", fast-tier errors %"
+            PRIu64 "\n", st.commits, st.flushes, st.prefetched, st.errors_fast);
+  }
+  vol_close (&x);
+  return 0;
+}
+
+int
+cmd_info (int argc, char **argv)
+{
+  return show ("info", info_usage, argc, argv, false);
+}
+
+int
+cmd_stats (int argc, char **argv)
+{
+  return show ("stats", stats_usage, argc, argv, true);
+}
+
+/* ---------------------------------------------------------------------------
+ * check and clean
+ */
+static const char check_usage[] =
+  "Usage: hintcache check FAST [--slow FILE]\n"
+  "\n"
+  "Verifies both superblocks, the slow tier's label, every table, range-hint, statistics\n"
+  "and journal sector checksum, and the mapping invariants.  Exit 0 if clean, 1 with the\n"
+  "first problem otherwise.  Writes nothing.\n";
+
+int
+cmd_check (int argc, char **argv)
+{
+  const char *cmd = "check";
+  struct args a;
+  hc_tier *fast, *slow;
+  char recorded[256], why[256];
+  const char *slow_path;
+  int rc;
+
+  if ((rc = parse (cmd, check_usage, argc, argv, &a)) >= 0)
+    return rc;
+  if (argc - optind != 1)
+    return cli_usage (cmd, "expected the fast tier's path (see --help)");
+  if ((rc = hc_tier_open_file (argv[optind], HC_TIER_READONLY, &fast)) < 0)
+    return cli_fail (cmd, "%s: %s", argv[optind], strerror (-rc));
+  slow_path = a.c.slow;
+  if (!slow_path && hc_volume_slow_path (fast, recorded, sizeof recorded) == 0 && recorded[0])
+    slow_path = recorded;
+  if (!slow_path) {
+    /* Without the slow tier, still say what is wrong with the fast one. */
+    rc = hc_volume_check (fast, fast, why, sizeof why);
+    hc_tier_close (fast);
+    return cli_fail (cmd, "%s: %s", argv[optind], rc == -ENODEV ? "no slow tier recorded; give --slow" : why);
+  }
+  if ((rc = hc_tier_open_file (slow_path, HC_TIER_READONLY, &slow)) < 0) {
+    hc_tier_close (fast);
+    return cli_fail (cmd, "slow tier %s: %s", slow_path, strerror (-rc));
+  }
+  rc = hc_volume_check (fast, slow, why, sizeof why);
+  hc_tier_close (fast);
+  hc_tier_close (slow);
+  if (rc < 0)
+    return cli_fail (cmd, "%s: %s", argv[optind], why);
+  printf ("%s: ok\n", argv[optind]);
+  return 0;
+}
+
+static const char clean_usage[] =
+  "Usage: hintcache clean FAST [--slow FILE]\n"
+  "\n"
+  "Writes every dirty block back to the slow tier and commits, so that the fast tier\n"
+  "could be detached.\n";
+
+int
+cmd_clean (int argc, char **argv)
+{
+  const char *cmd = "clean";
+  struct args a;
+  struct vol x;
+  int rc;
+
+  if ((rc = parse (cmd, clean_usage, argc, argv, &a)) >= 0)
+    return rc;
+  if (argc - optind != 1)
+    return cli_usage (cmd, "expected the fast tier's path (see --help)");
+  if ((rc = vol_open (cmd, argv[optind], a.c.slow, false, &x)) != 0)
+    return rc;
+  struct hc_stats before, after;
+  hc_volume_stats (x.v, &before);
+  rc = hc_volume_clean (x.v);
+  hc_volume_stats (x.v, &after);
+  uint64_t n = 0, left = 0;
+  for (unsigned c = 0; c < HC_CLASS_COUNT; c++) {
+    n += after.cls[c].writebacks - before.cls[c].writebacks;
+    left += after.cls[c].dirty;
+  }
+  int crc = hc_volume_close (x.v);
+  x.v = NULL;
+  vol_close (&x);
+  if (rc < 0 || crc < 0)
+    return cli_fail (cmd, "%s: %s", argv[optind], strerror (-(rc < 0 ? rc : crc)));
+  printf ("%s: wrote back %" PRIu64 " blocks; %" PRIu64 " dirty\n", argv[optind], n, left);
+  return left ? 1 : 0;
+}
+
+/* ---------------------------------------------------------------------------
+ * io
+ */
+static const char io_usage[] =
+  "Usage: hintcache io FAST [--slow FILE] OP ARGS [--hint H]\n"
+  "\n"
+  "One operation on a volume, for scripts and tests:\n"
+  "  read OFF LEN [--out FILE]      read; prints the bytes' xxh64, writes them to FILE\n"
+  "  write OFF LEN [--pattern BYTE | --in FILE] [--fua]\n"
+  "  flush\n"
+  "  discard OFF LEN\n"
+  "  zero OFF LEN [--fua]\n"
+  "  advise OFF LEN HINT            HINT: a class and/or advice (metadata, willneed,\n"
+  "                                 background+dontneed, evict, normal …)\n"
+  "  mode MODE                      writethrough, writeback, writearound, passthrough\n"
+  "OFF and LEN take k, M, G suffixes.  --hint gives the I/O's own hint.\n";
+
+static int
+io_read_file (const char *path, uint8_t *buf, uint64_t len)
+{
+  int fd = strcmp (path, "-") == 0 ? 0 : open (path, O_RDONLY | O_CLOEXEC);
+  uint64_t got = 0;
+  if (fd < 0)
+    return -errno;
+  while (got < len) {
+    ssize_t r = read (fd, buf + got, len - got);
+    if (r <= 0) {
+      int e = r < 0 ? -errno : -EIO;
+      if (fd)
+        close (fd);
+      return e == -EIO ? -ENODATA : e;
+    }
+    got += (uint64_t) r;
+  }
+  if (fd)
+    close (fd);
+  return 0;
+}
+
+int
+cmd_io (int argc, char **argv)
+{
+  const char *cmd = "io";
+  struct args a;
+  struct vol x;
+  struct hc_ioctx ctx;
+  uint64_t off = 0, len = 0;
+  uint8_t *buf = NULL;
+  int rc;
+
+  memset (&ctx, 0, sizeof ctx);
+  if ((rc = parse (cmd, io_usage, argc, argv, &a)) >= 0)
+    return rc;
+  if (argc - optind < 2)
+    return cli_usage (cmd, "expected FAST OP … (see --help)");
+  const char *fast = argv[optind], *op = argv[optind + 1];
+  char **rest = argv + optind + 2;
+  int nrest = argc - optind - 2;
+  static const struct { const char *name; int operands; } ops[] = {
+    { "read", 2 }, { "write", 2 }, { "flush", 0 }, { "discard", 2 }, { "zero", 2 },
+    { "advise", 3 }, { "mode", 1 },
+  };
+  int k = -1;
+  for (unsigned i = 0; i < sizeof ops / sizeof ops[0]; i++)
+    if (strcmp (op, ops[i].name) == 0)
+      k = (int) i;
+  if (k < 0)
+    return cli_usage (cmd, "unknown operation '%s' (read, write, flush, discard, zero, advise, "
+                      "mode)", op);
+  if (nrest != ops[k].operands)
+    return cli_usage (cmd, "%s takes %d operand%s (see --help)", op, ops[k].operands,
+                      ops[k].operands == 1 ? "" : "s");
+  if (ops[k].operands >= 2
+      && (parse_size (rest[0], &off) < 0 || parse_size (rest[1], &len) < 0))
+    return cli_usage (cmd, "'%s %s' is not OFF LEN", rest[0], rest[1]);
+  if (a.hint && hc_hint_parse (a.hint, &ctx.hint) < 0)
+    return cli_usage (cmd, "--hint: '%s' is not a hint", a.hint);
+  struct hc_hint advice = { 0 };
+  enum hc_mode mode = 0;
+  if (k == 5 && hc_hint_parse (rest[2], &advice) < 0)
+    return cli_usage (cmd, "'%s' is not a hint (classes and advice, e.g. metadata, willneed, "
+                      "background+dontneed)", rest[2]);
+  if (k == 6 && hc_mode_parse (rest[0], &mode) < 0)
+    return cli_usage (cmd, "'%s' is not a mode (writethrough, writeback, writearound, "
+                      "passthrough)", rest[0]);
+  if ((k == 0 || k == 1) && len > (1u << 30))
+    return cli_usage (cmd, "at most 1 GiB per read or write");
+  if ((k == 0 || k == 1) && !(buf = malloc (len ? len : 1)))
+    return cli_fail (cmd, "out of memory");
+  if (k == 1) {
+    unsigned long long pat = 0;
+    if (a.in) {
+      if ((rc = io_read_file (a.in, buf, len)) < 0) {
+        free (buf);
+        return cli_fail (cmd, "%s: %s", a.in, rc == -ENODATA ? "shorter than LEN" : strerror (-rc));
+      }
+    } else {
+      if (a.pattern && (sscanf (a.pattern, "%lli", &pat) != 1 || pat > 255)) {
+        free (buf);
+        return cli_usage (cmd, "--pattern: '%s' is not a byte", a.pattern);
+      }
+      memset (buf, (int) pat, len);
+    }
+  }
+  if ((rc = vol_open (cmd, fast, a.c.slow, false, &x)) != 0) {
+    free (buf);
+    return rc;
+  }
+  if (off > hc_volume_size (x.v) || len > hc_volume_size (x.v) - off) {
+    rc = -ERANGE;
+  } else {
+    switch (k) {
+    case 0: rc = hc_volume_read (x.v, buf, len, off, &ctx); break;
+    case 1: rc = hc_volume_write (x.v, buf, len, off, a.fua ? HC_VOL_FUA : 0, &ctx); break;
+    case 2: rc = hc_volume_flush (x.v); break;
+    case 3: rc = hc_volume_discard (x.v, off, len, &ctx); break;
+    case 4: rc = hc_volume_zero (x.v, off, len, a.fua ? HC_VOL_FUA : 0, &ctx); break;
+    case 5: rc = hc_volume_advise (x.v, off, len, advice); break;
+    case 6: rc = hc_volume_set_mode (x.v, mode); break;
+    }
+  }
+  uint64_t size = hc_volume_size (x.v);
+  int crc = hc_volume_close (x.v);
+  x.v = NULL;
+  vol_close (&x);
+  if (rc == -ERANGE) {
+    free (buf);
+    return cli_usage (cmd, "%" PRIu64 "+%" PRIu64 " is outside the volume (%" PRIu64 " bytes)",
+                      off, len, size);
+  }
+  if (rc < 0 || crc < 0) {
+    free (buf);
+    return cli_fail (cmd, "%s %s: %s", fast, op, strerror (-(rc < 0 ? rc : crc)));
+  }
+  if (k == 0) {
+    if (a.out) {
+      FILE *f = strcmp (a.out, "-") == 0 ? stdout : fopen (a.out, "wb");
+      if (!f || fwrite (buf, 1, len, f) != len || (f != stdout && fclose (f) != 0)) {
+        free (buf);
+        return cli_fail (cmd, "%s: %s", a.out, strerror (errno));
+      }
+    }
+    if (!a.out || strcmp (a.out, "-") != 0)
+      printf ("read %" PRIu64 " bytes at %" PRIu64 ": xxh64 %016llx\n", len, off,
+              (unsigned long long) XXH64 (buf, len, 0));
+  }
+  free (buf);
+  return 0;
+}
