@@ -28,14 +28,6 @@
 
 #include "vol.h"
 
-static uint64_t
-now_ns (void)
-{
-  struct timespec ts;
-  clock_gettime (CLOCK_MONOTONIC, &ts);
-  return (uint64_t) ts.tv_sec * 1000000000u + (uint64_t) ts.tv_nsec;
-}
-
 static inline pthread_rwlock_t *
 stripe (hc_volume *v, uint64_t blk)
 {
@@ -235,21 +227,83 @@ read_span (hc_volume *v, hc_tier *t, uint64_t base, uint32_t boff, uint32_t blen
  * Read.
  */
 
+/* A request being cut into blocks. */
+struct req {
+  const struct hc_ioctx *ctx;
+  uint64_t off, len; /* the whole request */
+  bool seq;          /* past the sequential cutoff */
+  bool started;      /* sequential detection done */
+  uint8_t *bounce;   /* one block, allocated on first need */
+};
+
+/* Per-request bookkeeping, done under the first block's lock. */
+static void
+req_start (hc_volume *v, struct req *r)
+{
+  struct timespec ts;
+
+  if (r->started)
+    return;
+  r->seq = sequential (v, r->ctx, r->off, r->len);
+  clock_gettime (CLOCK_MONOTONIC_COARSE, &ts);
+  v->last_io_ns = (uint64_t) ts.tv_sec * 1000000000u + (uint64_t) ts.tv_nsec;
+  r->started = true;
+}
+
+static uint8_t *
+bounce_buf (hc_volume *v, struct req *r)
+{
+  if (!r->bounce)
+    r->bounce = aligned_alloc (4096, v->bs);
+  return r->bounce;
+}
+
+/* Reads [boff, boff+blen) of cached block c, which the caller pinned (and
+ * unpins here).  Returns 0, the error of a dirty block's only copy, or 1 if
+ * a clean copy failed and was dropped: the caller then reads the slow tier. */
+static int
+read_cached (hc_volume *v, uint32_t c, uint64_t blk, bool dirty, uint32_t boff, uint32_t blen,
+             uint8_t *dst, struct req *r)
+{
+  int rc;
+
+  if (!((boff | blen) & (HC_SECTOR_SIZE - 1)))
+    rc = hc_tier_read (v->fast, dst, blen, fast_off (v, c) + boff);
+  else if (!bounce_buf (v, r))
+    rc = -ENOMEM;
+  else if ((rc = read_span (v, v->fast, fast_off (v, c), boff, blen, r->bounce)) == 0)
+    memcpy (dst, r->bounce + boff, blen);
+  unpin (v, c);
+  if (rc == 0 || rc == -ENOMEM)
+    return rc;
+  pthread_mutex_lock (&v->lock);
+  v->dir.stats.errors_fast++;
+  if (!dirty && hc_dir_find (&v->dir, blk) == c) {
+    hc_dir_invalidate (&v->dir, c);
+    hc_meta_record_block (v, c);
+  }
+  pthread_mutex_unlock (&v->lock);
+  return dirty ? rc : 1;
+}
+
+/* Reads part of one block.  A hit needs no stripe: the block is pinned, and
+ * a concurrent write goes elsewhere (copy-on-write).  A miss takes the
+ * stripe, so that a fill cannot install data older than a concurrent
+ * write, and looks again. */
 static int
 read_block (hc_volume *v, uint64_t blk, uint32_t boff, uint32_t blen, uint8_t *dst,
-            const struct hc_ioctx *ctx, bool seq, uint8_t *bounce)
+            struct req *r)
 {
-  const bool aligned = !((boff | blen) & (HC_SECTOR_SIZE - 1));
   const uint64_t slow_base = blk << v->bshift;
   struct hc_access a;
   enum hc_bypass why = HC_BYPASS_MODE;
   uint32_t c, newc = HC_NIL;
-  bool dirty;
+  bool striped = false;
   int rc;
 
-  pthread_rwlock_rdlock (stripe (v, blk));
   pthread_mutex_lock (&v->lock);
-  a = (struct hc_access) { .origin = blk, .hint = hc_vol_resolve (v, blk, ctx), .seq = seq };
+  req_start (v, r);
+  a = (struct hc_access) { .origin = blk, .hint = hc_vol_resolve (v, blk, r->ctx), .seq = r->seq };
   v->dir.stats.cls[a.hint.cls].bytes[HC_STAT_READ] += blen;
   if (v->mode == HC_MODE_PASSTHROUGH) {
     v->dir.stats.cls[a.hint.cls].misses[0]++;
@@ -258,35 +312,26 @@ read_block (hc_volume *v, uint64_t blk, uint32_t boff, uint32_t blen, uint8_t *d
     goto from_slow;
   }
   c = hc_dir_access (&v->dir, &a);
+  if (c == HC_NIL) {
+    pthread_mutex_unlock (&v->lock);
+    pthread_rwlock_rdlock (stripe (v, blk));
+    striped = true;
+    pthread_mutex_lock (&v->lock);
+    c = hc_dir_find (&v->dir, blk); /* filled while we waited? */
+  }
   if (c != HC_NIL) {
-    dirty = (v->dir.map.meta[c] & HC_M_DIRTY) != 0;
+    bool dirty = (v->dir.map.meta[c] & HC_M_DIRTY) != 0;
     pin (v, c);
     pthread_mutex_unlock (&v->lock);
-    if (aligned)
-      rc = hc_tier_read (v->fast, dst, blen, fast_off (v, c) + boff);
-    else if ((rc = read_span (v, v->fast, fast_off (v, c), boff, blen, bounce)) == 0)
-      memcpy (dst, bounce + boff, blen);
-    unpin (v, c);
-    if (rc == 0 || dirty) {
-      if (rc < 0) {
-        pthread_mutex_lock (&v->lock);
-        v->dir.stats.errors_fast++;
-        pthread_mutex_unlock (&v->lock);
-      }
-      pthread_rwlock_unlock (stripe (v, blk));
-      return rc; /* a dirty block's only copy failed: report it */
+    rc = read_cached (v, c, blk, dirty, boff, blen, dst, r);
+    if (rc <= 0) {
+      if (striped)
+        pthread_rwlock_unlock (stripe (v, blk));
+      return rc;
     }
-    /* A clean block failed on the fast tier: drop it, serve the slow tier. */
-    pthread_mutex_lock (&v->lock);
-    v->dir.stats.errors_fast++;
-    if (hc_dir_find (&v->dir, blk) == c) {
-      hc_dir_invalidate (&v->dir, c);
-      hc_meta_record_block (v, c);
-    }
-    pthread_mutex_unlock (&v->lock);
     goto from_slow;
   }
-  if (hc_dir_admit (&v->dir, &a, &why) && !v->opts.read_only)
+  if (hc_dir_admit (&v->dir, &a, &why) && !v->opts.read_only && bounce_buf (v, r))
     newc = take_block (v, &a, &why);
   if (newc == HC_NIL)
     hc_dir_bypass (&v->dir, &a, why);
@@ -294,15 +339,16 @@ read_block (hc_volume *v, uint64_t blk, uint32_t boff, uint32_t blen, uint8_t *d
 
   if (newc != HC_NIL) {
     /* Fill: the whole block from the slow tier, then to the fast tier. */
-    if ((rc = hc_tier_read (v->slow, bounce, v->bs, slow_base)) < 0) {
+    uint8_t *b = r->bounce;
+    if ((rc = hc_tier_read (v->slow, b, v->bs, slow_base)) < 0) {
       pthread_mutex_lock (&v->lock);
       untake (v, newc);
       pthread_mutex_unlock (&v->lock);
       pthread_rwlock_unlock (stripe (v, blk));
       return rc;
     }
-    memcpy (dst, bounce + boff, blen);
-    rc = hc_tier_write (v->fast, bounce, v->bs, fast_off (v, newc), 0);
+    memcpy (dst, b + boff, blen);
+    rc = hc_tier_write (v->fast, b, v->bs, fast_off (v, newc), 0);
     pthread_mutex_lock (&v->lock);
     if (rc < 0) {
       untake (v, newc);
@@ -321,11 +367,14 @@ read_block (hc_volume *v, uint64_t blk, uint32_t boff, uint32_t blen, uint8_t *d
   }
 
 from_slow:
-  if (aligned)
+  if (!((boff | blen) & (HC_SECTOR_SIZE - 1)))
     rc = hc_tier_read (v->slow, dst, blen, slow_base + boff);
-  else if ((rc = read_span (v, v->slow, slow_base, boff, blen, bounce)) == 0)
-    memcpy (dst, bounce + boff, blen);
-  pthread_rwlock_unlock (stripe (v, blk));
+  else if (!bounce_buf (v, r))
+    rc = -ENOMEM;
+  else if ((rc = read_span (v, v->slow, slow_base, boff, blen, r->bounce)) == 0)
+    memcpy (dst, r->bounce + boff, blen);
+  if (striped)
+    pthread_rwlock_unlock (stripe (v, blk));
   return rc;
 }
 
@@ -347,8 +396,7 @@ write_slow_span (hc_volume *v, uint64_t blk, uint32_t boff, uint32_t blen, const
 
 static int
 write_block (hc_volume *v, uint64_t blk, uint32_t boff, uint32_t blen, const uint8_t *src,
-             unsigned flags, const struct hc_ioctx *ctx, bool seq, uint8_t *bounce,
-             bool *commit_after)
+             unsigned flags, struct req *r, bool *commit_after)
 {
   const bool full = boff == 0 && blen == v->bs;
   const bool sector_aligned = !((boff | blen) & (HC_SECTOR_SIZE - 1));
@@ -360,6 +408,10 @@ write_block (hc_volume *v, uint64_t blk, uint32_t boff, uint32_t blen, const uin
   const uint8_t *image = NULL; /* the whole new block, when built */
   int rc = 0;
 
+  uint8_t *bounce = full ? NULL : bounce_buf (v, r); /* partial writes merge */
+
+  if (!full && !bounce)
+    return -ENOMEM;
   pthread_rwlock_wrlock (stripe (v, blk));
   pthread_mutex_lock (&v->lock);
   if (v->failed || v->opts.read_only) {
@@ -367,8 +419,9 @@ write_block (hc_volume *v, uint64_t blk, uint32_t boff, uint32_t blen, const uin
     pthread_rwlock_unlock (stripe (v, blk));
     return v->opts.read_only ? -EROFS : -EIO;
   }
-  a = (struct hc_access) { .origin = blk, .hint = hc_vol_resolve (v, blk, ctx), .write = true,
-                           .seq = seq };
+  req_start (v, r);
+  a = (struct hc_access) { .origin = blk, .hint = hc_vol_resolve (v, blk, r->ctx), .write = true,
+                           .seq = r->seq };
   v->dir.stats.cls[a.hint.cls].bytes[HC_STAT_WRITE] += blen;
   enum hc_mode mode = v->mode;
   if (mode == HC_MODE_PASSTHROUGH) {
@@ -545,28 +598,20 @@ check_range (hc_volume *v, uint64_t off, uint64_t len)
 int
 hc_volume_read (hc_volume *v, void *buf, size_t len, uint64_t off, const struct hc_ioctx *ctx)
 {
-  uint8_t *bounce = NULL, *dst = buf;
-  bool seq;
+  struct req r = { .ctx = ctx, .off = off, .len = len };
+  uint8_t *dst = buf;
   int rc = check_range (v, off, len);
 
-  if (rc < 0 || len == 0)
-    return rc;
-  pthread_mutex_lock (&v->lock);
-  seq = sequential (v, ctx, off, len);
-  v->last_io_ns = now_ns ();
-  pthread_mutex_unlock (&v->lock);
-  while (len && rc == 0) {
+  while (rc == 0 && len) {
     uint64_t blk = off >> v->bshift;
     uint32_t boff = (uint32_t) (off & (v->bs - 1));
     uint32_t blen = v->bs - boff < len ? v->bs - boff : (uint32_t) len;
-    if (!bounce && !(bounce = aligned_alloc (4096, v->bs)))
-      return -ENOMEM;
-    rc = read_block (v, blk, boff, blen, dst, ctx, seq, bounce);
+    rc = read_block (v, blk, boff, blen, dst, &r);
     dst += blen;
     off += blen;
     len -= blen;
   }
-  free (bounce);
+  free (r.bounce);
   return rc;
 }
 
@@ -574,9 +619,9 @@ int
 hc_volume_write (hc_volume *v, const void *buf, size_t len, uint64_t off, unsigned flags,
                  const struct hc_ioctx *ctx)
 {
+  struct req r = { .ctx = ctx, .off = off, .len = len };
   const uint8_t *src = buf;
-  uint8_t *bounce = NULL;
-  bool seq, commit = false;
+  bool commit = false;
   int rc = check_range (v, off, len);
 
   if (rc < 0)
@@ -585,22 +630,16 @@ hc_volume_write (hc_volume *v, const void *buf, size_t len, uint64_t off, unsign
     return -EINVAL;
   if (len == 0)
     return (flags & HC_VOL_FUA) ? hc_volume_flush (v) : 0;
-  pthread_mutex_lock (&v->lock);
-  seq = sequential (v, ctx, off, len);
-  v->last_io_ns = now_ns ();
-  pthread_mutex_unlock (&v->lock);
   while (len && rc == 0) {
     uint64_t blk = off >> v->bshift;
     uint32_t boff = (uint32_t) (off & (v->bs - 1));
     uint32_t blen = v->bs - boff < len ? v->bs - boff : (uint32_t) len;
-    if (!bounce && !(bounce = aligned_alloc (4096, v->bs)))
-      return -ENOMEM;
-    rc = write_block (v, blk, boff, blen, src, flags, ctx, seq, bounce, &commit);
+    rc = write_block (v, blk, boff, blen, src, flags, &r, &commit);
     src += blen;
     off += blen;
     len -= blen;
   }
-  free (bounce);
+  free (r.bounce);
   if (rc == 0 && commit)
     rc = hc_meta_commit (v, false);
   return rc;
