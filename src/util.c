@@ -202,3 +202,64 @@ hc_read_small_file (const char *path, size_t max, char **text, size_t *len)
   *len = n;
   return 0;
 }
+
+static inline size_t
+u64set_home (uint64_t key, size_t cap)
+{
+  key ^= key >> 33;
+  key *= UINT64_C (0xff51afd7ed558ccd);
+  key ^= key >> 33;
+  return (size_t) key & (cap - 1);
+}
+
+int
+hc_u64set_add (struct hc_u64set *s, uint64_t key)
+{
+  if ((s->n + 1) * 2 > s->cap) {
+    struct hc_u64set g = { .cap = s->cap ? s->cap * 2 : 64 };
+    if (!(g.slot = calloc (g.cap, sizeof *g.slot)))
+      return -ENOMEM;
+    for (size_t i = 0; i < s->cap; i++)
+      if (s->slot[i])
+        hc_u64set_add (&g, s->slot[i] - 1);
+    free (s->slot);
+    *s = g;
+  }
+  for (size_t i = u64set_home (key, s->cap);; i = (i + 1) & (s->cap - 1)) {
+    if (s->slot[i] == key + 1)
+      return 0;
+    if (!s->slot[i]) {
+      s->slot[i] = key + 1;
+      s->n++;
+      return 0;
+    }
+  }
+}
+
+bool
+hc_u64set_has (const struct hc_u64set *s, uint64_t key)
+{
+  if (!s->n)
+    return false;
+  for (size_t i = u64set_home (key, s->cap);; i = (i + 1) & (s->cap - 1)) {
+    if (s->slot[i] == key + 1)
+      return true;
+    if (!s->slot[i])
+      return false;
+  }
+}
+
+void
+hc_u64set_clear (struct hc_u64set *s)
+{
+  if (s->n)
+    memset (s->slot, 0, s->cap * sizeof *s->slot);
+  s->n = 0;
+}
+
+void
+hc_u64set_free (struct hc_u64set *s)
+{
+  free (s->slot);
+  memset (s, 0, sizeof *s);
+}

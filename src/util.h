@@ -8,6 +8,7 @@
 #define HC_UTIL_H
 
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -63,5 +64,25 @@ int hc_kv_next (struct hc_kv_reader *r, char **key, char **value, struct hc_pars
 /* Reads a whole file of at most `max` bytes into a malloc'd, NUL-terminated
  * buffer.  Returns 0, -EFBIG if larger, or the negative errno of open/read. */
 int hc_read_small_file (const char *path, size_t max, char **text, size_t *len);
+
+/* A set of 64-bit keys that only grows until it is cleared (open addressing,
+ * linear probing, no deletion). */
+struct hc_u64set {
+  uint64_t *slot; /* key + 1; 0 = empty */
+  size_t cap;     /* a power of two */
+  size_t n;
+};
+
+/* Adds a key.  Returns 0 or -ENOMEM (the set is unchanged). */
+int hc_u64set_add (struct hc_u64set *s, uint64_t key);
+
+/* True if the key is in the set. */
+bool hc_u64set_has (const struct hc_u64set *s, uint64_t key);
+
+/* Empties the set (keeps its memory). */
+void hc_u64set_clear (struct hc_u64set *s);
+
+/* Frees the set's memory. */
+void hc_u64set_free (struct hc_u64set *s);
 
 #endif /* HC_UTIL_H */

@@ -94,7 +94,7 @@ main (void)
   for (unsigned k = 0; k < 20; k++)
     hc_volume_advise (v, (uint64_t) k * 65536, 8192, (struct hc_hint) { .cls = 1 + k % 7 });
   hc_volume_flush (v);
-  struct hc_sb sb = v->sb;
+  struct hc_super sb = v->sb;
   /* Leave it open-ish: close cleanly, then reopen and write more so the
    * journal has a live log too. */
   CHECK (hc_volume_close (v) == 0, "close");

@@ -395,6 +395,66 @@ test_threads (void)
   hc_tier_close (slow);
 }
 
+/* Sustained write-back writes of three times the cache: the cleaner keeps
+ * up (no write falls back to the slow tier for want of a clean block), the
+ * class of dirty data survives to its write-back, and everything reads back. */
+static void
+test_sustained_writes (void)
+{
+  hc_tier *fast, *slow;
+  struct hc_format_opts fo = { .mode = HC_MODE_WRITEBACK };
+  char why[200];
+  static uint8_t buf[128 << 10];
+  struct hc_stats st;
+
+  hc_tier_new_memory (FAST, &fast);
+  hc_tier_new_memory (SLOW, &slow);
+  hc_volume_format (fast, slow, &fo, why, sizeof why);
+  hc_volume *v = open_vol (fast, slow, true);
+  struct hc_volume_info in;
+  hc_volume_get_info (v, &in);
+  uint64_t span = hc_volume_size (v), total_bytes = 3ull * in.nblocks * BS;
+  struct hc_ioctx j = { .hint = { .cls = HC_CLASS_DATA } };
+  memset (model, 0, sizeof model);
+  for (uint64_t done = 0; done < total_bytes; done += sizeof buf) {
+    uint64_t off = (next_rand () % (span / sizeof buf)) * sizeof buf;
+    fill (buf, sizeof buf, done);
+    CHECK (hc_volume_write (v, buf, sizeof buf, off, 0, &j) == 0, "sustained write");
+    memcpy (model + off, buf, sizeof buf);
+  }
+  hc_volume_stats (v, &st);
+  CHECK (st.cls[HC_CLASS_DATA].bypass[1][HC_BYPASS_FULL] == 0,
+         "no write fell back for want of a clean block (%llu did)",
+         (unsigned long long) st.cls[HC_CLASS_DATA].bypass[1][HC_BYPASS_FULL]);
+  CHECK (st.cls[HC_CLASS_DATA].writebacks > 0, "the cleaner wrote back data blocks as data");
+  CHECK (st.cls[HC_CLASS_UNCLASSIFIED].writebacks == 0, "and as nothing else");
+  verify_all (v, span, "sustained writes");
+  CHECK (hc_volume_close (v) == 0, "close");
+  v = open_vol (fast, slow, false);
+  verify_all (v, span, "sustained writes, reopened");
+  /* Dirty journal data reopens as journal and is written back as journal. */
+  struct hc_ioctx jc = { .hint = { .cls = HC_CLASS_JOURNAL } };
+  struct hc_stats before;
+  hc_volume_stats (v, &before);
+  fill (buf, sizeof buf, 99);
+  CHECK (hc_volume_write (v, buf, sizeof buf, 0, 0, &jc) == 0, "journal write");
+  memcpy (model, buf, sizeof buf);
+  CHECK (hc_volume_close (v) == 0, "close");
+  v = open_vol (fast, slow, false);
+  hc_volume_stats (v, &st);
+  CHECK (st.cls[HC_CLASS_JOURNAL].dirty == sizeof buf / BS, "dirty journal blocks reopened as "
+         "journal (%llu)", (unsigned long long) st.cls[HC_CLASS_JOURNAL].dirty);
+  CHECK (hc_volume_clean (v) == 0, "clean");
+  hc_volume_stats (v, &st);
+  CHECK (st.cls[HC_CLASS_JOURNAL].dirty == 0
+         && st.cls[HC_CLASS_JOURNAL].writebacks - before.cls[HC_CLASS_JOURNAL].writebacks
+                == sizeof buf / BS, "written back as journal");
+  verify_all (v, span, "sustained writes, reopened");
+  hc_volume_close (v);
+  hc_tier_close (fast);
+  hc_tier_close (slow);
+}
+
 int
 main (void)
 {
@@ -404,5 +464,6 @@ main (void)
   test_mode_switch_discard_zero ();
   test_fast_errors ();
   test_threads ();
+  test_sustained_writes ();
   return test_exit ("test_volume");
 }

@@ -12,6 +12,8 @@
  *     bits 46–47  queue: which policy queue c is on
  *     bits 48–49  freq: the policy's access counter
  *     bit  50     demoted: advised dontneed (first to go)
+ *     bit  51     former: not mapped any more; the origin bits say what it
+ *                 held (an evicted or invalidated block, until it is reused)
  *
  * and two 32-bit links (prev, next), so every block sits on exactly one
  * intrusive list at a time: the free list, the pending list (freed but not
@@ -48,6 +50,7 @@
 #define HC_M_FREQ_SHIFT 48
 #define HC_M_FREQ_MASK (UINT64_C (3) << HC_M_FREQ_SHIFT)
 #define HC_M_DEMOTED (UINT64_C (1) << 50)
+#define HC_M_FORMER (UINT64_C (1) << 51) /* unmapped: origin bits keep the former origin */
 
 /* A list threaded through the map's links. */
 struct hc_list {

@@ -85,8 +85,9 @@ collect (hc_volume *v, struct cand *out)
   return n;
 }
 
-long
-hc_clean_to (hc_volume *v, uint64_t target)
+/* try: skip blocks whose stripe is busy (the cleaner thread). */
+static long
+clean_to (hc_volume *v, uint64_t target, bool try)
 {
   struct cand *cand = malloc (BATCH * sizeof *cand);
   long done = 0;
@@ -107,7 +108,7 @@ hc_clean_to (hc_volume *v, uint64_t target)
     qsort (cand, n, sizeof *cand, by_origin);
     long batch = 0;
     for (size_t i = 0; i < n && rc >= 0; i++) {
-      rc = hc_vol_writeback (v, cand[i].c);
+      rc = hc_vol_writeback (v, cand[i].c, try);
       if (rc > 0)
         batch++;
     }
@@ -127,6 +128,12 @@ hc_clean_to (hc_volume *v, uint64_t target)
   return rc < 0 ? rc : done;
 }
 
+long
+hc_clean_to (hc_volume *v, uint64_t target)
+{
+  return clean_to (v, target, false);
+}
+
 static void *
 cleaner_main (void *arg)
 {
@@ -144,6 +151,7 @@ cleaner_main (void *arg)
     else if (dirty * 100 <= (uint64_t) v->opts.dirty_low * n)
       eager = false;
     bool idle = now - v->last_io_ns > 200 * 1000000ull;
+    bool waiters = v->space_waiters > 0;
     bool prefetch = v->nprefetch > 0;
     bool reserve_low = v->dir.map.free.count + v->dir.map.pending.count < reserve
                        && v->dir.map.mapped > 0;
@@ -157,10 +165,10 @@ cleaner_main (void *arg)
         hc_vol_run_prefetch (v);
         worked = true;
       }
-      if (dirty && (eager || idle)) {
+      if (dirty && (eager || idle || waiters)) {
         uint64_t target = eager ? (uint64_t) v->opts.dirty_low * n / 100
                                 : (dirty > 256 ? dirty - 256 : 0);
-        worked |= hc_clean_to (v, target) > 0;
+        worked |= clean_to (v, target, true) > 0;
       }
       if (reserve_low) {
         uint32_t before = v->dir.map.free.count;

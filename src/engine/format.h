@@ -83,7 +83,7 @@ static inline uint64_t hc_get64 (const uint8_t *p)
 { uint64_t v = 0; for (int i = 7; i >= 0; i--) v = v << 8 | p[i]; return v; }
 
 /* The superblock, decoded. */
-struct hc_sb {
+struct hc_super {
   uint32_t version;
   uint32_t flags;
   uint64_t generation;

@@ -168,16 +168,20 @@ take_block (hc_volume *v, const struct hc_access *a, enum hc_bypass *why)
     }
     hc_meta_record_block (v, e);
   }
-  for (int attempt = 0; attempt < 4; attempt++) {
+  /* Waiting for the cleaner gives up only after ~10 s without a single
+   * write-back: then the slow tier takes the write (counted as "full"). */
+  for (int attempt = 0, idle = 0; idle < 200; attempt++) {
     uint32_t c = hc_dir_take_free (&v->dir);
     if (c != HC_NIL)
       return c;
     if (evict_batch (v, reclaim_batch (v)) == 0 && v->dir.map.pending.count == 0
         && v->committing.count == 0) {
-      /* Everything is dirty or busy. */
-      if (!v->cleaner_started || attempt == 3)
+      /* Everything is dirty or busy: wait for the cleaner. */
+      if (!v->cleaner_started || v->failed)
         break;
+      uint64_t before = v->cleaned;
       struct timespec ts;
+      v->space_waiters++;
       pthread_cond_signal (&v->wake);
       clock_gettime (CLOCK_REALTIME, &ts);
       ts.tv_nsec += 50 * 1000000;
@@ -186,8 +190,11 @@ take_block (hc_volume *v, const struct hc_access *a, enum hc_bypass *why)
         ts.tv_nsec -= 1000000000;
       }
       pthread_cond_timedwait (&v->space, &v->lock, &ts);
+      v->space_waiters--;
+      idle = v->cleaned == before ? idle + 1 : 0;
       continue;
     }
+    (void) attempt;
     pthread_mutex_unlock (&v->lock);
     int rc = hc_meta_commit (v, false);
     pthread_mutex_lock (&v->lock);
@@ -497,6 +504,10 @@ write_block (hc_volume *v, uint64_t blk, uint32_t boff, uint32_t blen, const uin
       to_slow = mode == HC_MODE_WRITETHROUGH;
     }
   }
+  /* The slow tier must not change under a clean copy whose unmapping is
+   * not durable yet (an eviction or invalidation since the last commit). */
+  if (to_slow && hc_vol_unmap_pending (v, blk))
+    commit_first = true;
   pthread_mutex_unlock (&v->lock);
 
   /* Build the new block image where a whole block is needed. */
@@ -813,9 +824,11 @@ hc_vol_prefetch_block (hc_volume *v, uint64_t blk, struct hc_hint hint)
 
 /* The caller must have committed since block c's mapping was made: the
  * slow tier must not change while an older clean copy is the durable one
- * (see the top of this file). */
+ * (see the top of this file).  With `try`, a block whose stripe is busy is
+ * skipped rather than waited for (the cleaner must not wait on a writer
+ * that waits on the cleaner). */
 int
-hc_vol_writeback (hc_volume *v, uint32_t c)
+hc_vol_writeback (hc_volume *v, uint32_t c, bool try)
 {
   uint64_t blk;
   uint8_t *buf;
@@ -827,7 +840,12 @@ hc_vol_writeback (hc_volume *v, uint32_t c)
   if (!(w & HC_M_VALID) || !(w & HC_M_DIRTY))
     return 0;
   blk = hc_meta_origin (w);
-  pthread_rwlock_wrlock (stripe (v, blk));
+  if (try) {
+    if (pthread_rwlock_trywrlock (stripe (v, blk)) != 0)
+      return 0;
+  } else {
+    pthread_rwlock_wrlock (stripe (v, blk));
+  }
   pthread_mutex_lock (&v->lock);
   if (hc_dir_find (&v->dir, blk) != c || !(v->dir.map.meta[c] & HC_M_DIRTY)) {
     pthread_mutex_unlock (&v->lock);
@@ -845,6 +863,7 @@ hc_vol_writeback (hc_volume *v, uint32_t c)
   unpin (v, c);
   if (rc == 0) {
     v->slow_dirty = true;
+    v->cleaned++;
     hc_dir_set_clean (&v->dir, c);
     hc_meta_record_block (v, c);
   } else {
@@ -918,7 +937,7 @@ hc_volume_advise (hc_volume *v, uint64_t off, uint64_t len, struct hc_hint hint)
       uint32_t c = hc_dir_find (&v->dir, b);
       pthread_mutex_unlock (&v->lock);
       if (c != HC_NIL)
-        rc = hc_vol_writeback (v, c);
+        rc = hc_vol_writeback (v, c, false);
       if (rc >= 0 && c != HC_NIL) {
         pthread_rwlock_wrlock (stripe (v, b));
         pthread_mutex_lock (&v->lock);

@@ -57,7 +57,7 @@ align_up (uint64_t x, uint64_t a)
 }
 
 void
-hc_sb_encode (const struct hc_sb *sb, uint8_t s[HC_FMT_SECTOR])
+hc_sb_encode (const struct hc_super *sb, uint8_t s[HC_FMT_SECTOR])
 {
   memset (s, 0, HC_FMT_SECTOR);
   memcpy (s + SB_MAGIC, HC_FMT_SB_MAGIC, 8);
@@ -88,7 +88,7 @@ hc_sb_encode (const struct hc_sb *sb, uint8_t s[HC_FMT_SECTOR])
 }
 
 int
-hc_sb_decode (const uint8_t s[HC_FMT_SECTOR], struct hc_sb *sb)
+hc_sb_decode (const uint8_t s[HC_FMT_SECTOR], struct hc_super *sb)
 {
   if (memcmp (s + SB_MAGIC, HC_FMT_SB_MAGIC, 8) != 0)
     return -EINVAL;
@@ -127,7 +127,7 @@ hc_sb_decode (const uint8_t s[HC_FMT_SECTOR], struct hc_sb *sb)
 /* Checks a decoded superblock's geometry for sanity (a corrupt or hostile
  * one must not make us allocate or read nonsense). */
 static int
-sb_sane (const struct hc_sb *sb, struct hc_sb *dummy)
+sb_sane (const struct hc_super *sb, struct hc_super *dummy)
 {
   (void) dummy;
   uint32_t bs = sb->block_size;
@@ -143,10 +143,10 @@ sb_sane (const struct hc_sb *sb, struct hc_sb *dummy)
 }
 
 int
-hc_meta_read_sb (hc_tier *fast, struct hc_sb *out, unsigned *slot, char *why, size_t whylen)
+hc_meta_read_sb (hc_tier *fast, struct hc_super *out, unsigned *slot, char *why, size_t whylen)
 {
   uint8_t s[HC_FMT_SECTOR];
-  struct hc_sb sb[2];
+  struct hc_super sb[2];
   int rc[2];
 
   for (unsigned i = 0; i < 2; i++) {
@@ -192,7 +192,7 @@ hc_meta_read_sb (hc_tier *fast, struct hc_sb *out, unsigned *slot, char *why, si
 }
 
 static void
-label_encode (const struct hc_sb *sb, uint64_t slow_size, uint8_t s[HC_FMT_SECTOR])
+label_encode (const struct hc_super *sb, uint64_t slow_size, uint8_t s[HC_FMT_SECTOR])
 {
   memset (s, 0, HC_FMT_SECTOR);
   memcpy (s + LB_MAGIC, HC_FMT_LABEL_MAGIC, 8);
@@ -205,7 +205,7 @@ label_encode (const struct hc_sb *sb, uint64_t slow_size, uint8_t s[HC_FMT_SECTO
 
 /* Checks that `slow` carries the label of this volume's slow tier. */
 static int
-check_label (hc_tier *slow, const struct hc_sb *sb, char *why, size_t whylen)
+check_label (hc_tier *slow, const struct hc_super *sb, char *why, size_t whylen)
 {
   uint8_t s[HC_FMT_SECTOR];
   int rc;
@@ -248,7 +248,7 @@ journal_sectors_for (uint64_t n)
 
 /* Lays out a volume of n cache blocks; returns the fast-tier bytes needed. */
 static uint64_t
-layout (struct hc_sb *sb, uint64_t n, uint32_t bs, uint32_t max_ranges)
+layout (struct hc_super *sb, uint64_t n, uint32_t bs, uint32_t max_ranges)
 {
   sb->nblocks = (uint32_t) n;
   sb->table_off = HC_FMT_TABLE_OFF;
@@ -300,7 +300,7 @@ hc_meta_format (hc_tier *fast, hc_tier *slow, const struct hc_format_opts *o, ch
                 size_t whylen)
 {
   struct hc_format_opts def = { 0 };
-  struct hc_sb sb = { 0 };
+  struct hc_super sb = { 0 };
   uint8_t s[HC_FMT_SECTOR];
   uint64_t slow_size = hc_tier_size (slow), fast_size = hc_tier_size (fast), lo, hi, seed;
   uint32_t bs, max_ranges;
@@ -732,6 +732,8 @@ hc_meta_record_block (hc_volume *v, uint32_t c)
   r[0] = HC_JREC_MAP;
   hc_put32 (r + 4, c);
   hc_put64 (r + 8, (w & HC_M_VALID) ? w & HC_FMT_ENTRY_MASK : 0);
+  if ((w & HC_M_FORMER) && hc_u64set_add (&v->unmapped, hc_meta_origin (w)) < 0)
+    abort (); /* as for records: the change is already made in RAM */
   v->table_dirty[c / HC_FMT_TABLE_PER_SECTOR / 8] |= 1u << (c / HC_FMT_TABLE_PER_SECTOR % 8);
 }
 
@@ -752,7 +754,7 @@ int
 hc_meta_write_sb (hc_volume *v, bool clean)
 {
   uint8_t s[HC_FMT_SECTOR];
-  struct hc_sb sb = v->sb;
+  struct hc_super sb = v->sb;
 
   sb.generation++;
   sb.mode = v->mode;
@@ -931,6 +933,12 @@ hc_meta_commit (hc_volume *v, bool want_checkpoint)
   }
   slow_dirty = v->slow_dirty;
   v->slow_dirty = false;
+  {
+    struct hc_u64set t = v->unmapped_committing;
+    v->unmapped_committing = v->unmapped; /* becomes durable with this commit */
+    v->unmapped = t;
+    hc_u64set_clear (&v->unmapped);
+  }
   seq = v->next_seq;
   pos = v->next_pos;
   {
@@ -971,7 +979,7 @@ hc_meta_commit (hc_volume *v, bool want_checkpoint)
     if (rc == 0)
       rc = hc_tier_flush (v->fast);
     if (rc == 0) {
-      struct hc_sb keep = v->sb;
+      struct hc_super keep = v->sb;
       v->sb.replay_seq = seq;
       v->sb.replay_pos = pos;
       if ((rc = hc_meta_write_sb (v, false)) < 0)
@@ -984,6 +992,7 @@ hc_meta_commit (hc_volume *v, bool want_checkpoint)
     v->next_seq = seq;
     v->next_pos = pos;
     v->dir.stats.commits++;
+    hc_u64set_clear (&v->unmapped_committing);
     while (v->committing.count) {
       uint32_t c = hc_list_pop_tail (&v->dir.map, &v->committing);
       hc_list_push_head (&v->dir.map, hc_vol_busy (v, c) ? &v->dir.map.pending : &v->dir.map.free, c);

@@ -34,6 +34,7 @@
 #include "../cache/dir.h"
 #include "format.h"
 #include "ranges.h"
+#include "../util.h"
 
 #define HC_STRIPES 1024
 #define HC_SEQ_SLOTS 16
@@ -58,7 +59,7 @@ struct hc_prefetch {
 
 struct hc_volume {
   hc_tier *fast, *slow;
-  struct hc_sb sb;
+  struct hc_super sb;
   uint32_t bs, bshift;
   uint64_t nslow;              /* blocks in the volume */
   struct hc_open_opts opts;
@@ -77,6 +78,10 @@ struct hc_volume {
   uint8_t *jbuf;
   size_t jrec, jcap;
   struct hc_list committing;   /* freed by the commit under way */
+  /* Origins unmapped by records not yet durable (since the last swap, and in
+   * the commit under way): the slow tier must not change under them until
+   * a commit has made the unmapping durable (io.c). */
+  struct hc_u64set unmapped, unmapped_committing;
   uint8_t *table_dirty;        /* bitmap of table sectors changed since the checkpoint */
   bool ranges_dirty;
   bool slow_dirty;             /* the slow tier was written since the last commit */
@@ -91,6 +96,8 @@ struct hc_volume {
   pthread_cond_t wake;         /* wakes the cleaner */
   pthread_cond_t space;        /* writers waiting for a clean block */
   uint64_t last_io_ns;         /* for idle detection */
+  unsigned space_waiters;      /* writers waiting for a clean block */
+  uint64_t cleaned;            /* write-backs so far (progress for waiters) */
   struct hc_prefetch *prefetch;
   size_t nprefetch, capprefetch;
 
@@ -107,13 +114,13 @@ uint32_t hc_meta_csum (const uint8_t *sector, unsigned csum_off, uint64_t seed, 
 
 /* Encodes / decodes a superblock sector.  decode returns 0, -EINVAL (not a
  * superblock: bad magic), -EUCLEAN (bad checksum) or -EPROTONOSUPPORT. */
-void hc_sb_encode (const struct hc_sb *sb, uint8_t sector[HC_FMT_SECTOR]);
-int hc_sb_decode (const uint8_t sector[HC_FMT_SECTOR], struct hc_sb *sb);
+void hc_sb_encode (const struct hc_super *sb, uint8_t sector[HC_FMT_SECTOR]);
+int hc_sb_decode (const uint8_t sector[HC_FMT_SECTOR], struct hc_super *sb);
 
 /* Reads both superblocks and returns the newest valid one in *sb (and
  * which slot it was in).  Any corrupt copy is an error (-EUCLEAN), since
  * sector writes are atomic. */
-int hc_meta_read_sb (hc_tier *fast, struct hc_sb *sb, unsigned *slot, char *why, size_t whylen);
+int hc_meta_read_sb (hc_tier *fast, struct hc_super *sb, unsigned *slot, char *why, size_t whylen);
 
 /* Lays out and writes a new volume. */
 int hc_meta_format (hc_tier *fast, hc_tier *slow, const struct hc_format_opts *o, char *why,
@@ -125,7 +132,8 @@ int hc_meta_format (hc_tier *fast, hc_tier *slow, const struct hc_format_opts *o
 int hc_meta_load (hc_volume *v, bool check_all, char *why, size_t whylen);
 
 /* Appends a record that block c's table entry is now what its meta word
- * says (caller holds lock). */
+ * says (caller holds lock).  An unmapped block's former origin joins the
+ * set of origins whose unmapping is not durable yet. */
 void hc_meta_record_block (hc_volume *v, uint32_t c);
 
 /* Appends a range-hint record (caller holds lock). */
@@ -139,6 +147,14 @@ int hc_meta_commit (hc_volume *v, bool checkpoint);
 /* Writes the superblock (next generation, other slot) with the current mode
  * and replay position, FUA.  Caller holds commit_lock. */
 int hc_meta_write_sb (hc_volume *v, bool clean);
+
+/* Is the unmapping of volume block blk not durable yet (caller holds
+ * lock)?  Then a commit must come before the slow tier changes there. */
+static inline bool
+hc_vol_unmap_pending (const hc_volume *v, uint64_t blk)
+{
+  return hc_u64set_has (&v->unmapped, blk) || hc_u64set_has (&v->unmapped_committing, blk);
+}
 
 /* ---- io.c ---- */
 
@@ -161,7 +177,7 @@ int hc_vol_run_prefetch (hc_volume *v);
 
 /* Writes back one dirty block; returns 1 if it did, 0 if there was nothing
  * to do (it changed meanwhile), or an error. */
-int hc_vol_writeback (hc_volume *v, uint32_t c);
+int hc_vol_writeback (hc_volume *v, uint32_t c, bool try);
 
 /* Resolves the hint of block blk for an I/O with context ctx (caller holds
  * lock). */

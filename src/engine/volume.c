@@ -74,6 +74,8 @@ destroy (hc_volume *v)
   free (v->jbuf);
   free (v->table_dirty);
   free (v->prefetch);
+  hc_u64set_free (&v->unmapped);
+  hc_u64set_free (&v->unmapped_committing);
   pthread_mutex_destroy (&v->lock);
   pthread_mutex_destroy (&v->commit_lock);
   pthread_cond_destroy (&v->wake);
@@ -90,7 +92,7 @@ open_volume (hc_tier *fast, hc_tier *slow, const struct hc_open_opts *o, bool ch
 {
   struct hc_open_opts def = { 0 };
   hc_volume *v;
-  struct hc_sb sb;
+  struct hc_super sb;
   int rc;
 
   if (!o)
@@ -318,7 +320,7 @@ hc_volume_check (hc_tier *fast, hc_tier *slow, char *why, size_t whylen)
 int
 hc_volume_slow_path (hc_tier *fast, char *path, size_t len)
 {
-  struct hc_sb sb;
+  struct hc_super sb;
   char why[160];
   int rc = hc_meta_read_sb (fast, &sb, NULL, why, sizeof why);
 
