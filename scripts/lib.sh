@@ -5,7 +5,7 @@
 # and builds one build tree.
 
 # What building needs, and what the test suite needs on top.
-HC_BUILD_PACKAGES="gcc libc6-dev make cmake pkg-config libxxhash-dev"
+HC_BUILD_PACKAGES="gcc libc6-dev make cmake pkg-config libxxhash-dev zlib1g-dev"
 HC_TEST_PACKAGES="jq binutils"
 
 ensure_packages() {
