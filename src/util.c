@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "util.h"
@@ -262,4 +263,164 @@ hc_u64set_free (struct hc_u64set *s)
 {
   free (s->slot);
   memset (s, 0, sizeof *s);
+}
+
+int
+hc_u64map_put (struct hc_u64map *m, uint64_t key, uint64_t val)
+{
+  uint64_t *v = hc_u64map_get (m, key);
+  if (v) {
+    *v = val;
+    return 0;
+  }
+  if ((m->n + 1) * 4 > m->cap * 3) {
+    struct hc_u64map g = { .cap = m->cap ? m->cap * 2 : 64 };
+    g.key = calloc (g.cap, sizeof *g.key);
+    g.val = malloc (g.cap * sizeof *g.val);
+    if (!g.key || !g.val) {
+      free (g.key);
+      free (g.val);
+      return -ENOMEM;
+    }
+    for (size_t i = 0; i < m->cap; i++)
+      if (m->key[i])
+        hc_u64map_put (&g, m->key[i] - 1, m->val[i]);
+    hc_u64map_free (m);
+    *m = g;
+  }
+  for (size_t i = u64set_home (key, m->cap);; i = (i + 1) & (m->cap - 1))
+    if (!m->key[i]) {
+      m->key[i] = key + 1;
+      m->val[i] = val;
+      m->n++;
+      return 0;
+    }
+}
+
+uint64_t *
+hc_u64map_get (const struct hc_u64map *m, uint64_t key)
+{
+  if (!m->n)
+    return NULL;
+  for (size_t i = u64set_home (key, m->cap);; i = (i + 1) & (m->cap - 1)) {
+    if (m->key[i] == key + 1)
+      return &m->val[i];
+    if (!m->key[i])
+      return NULL;
+  }
+}
+
+void
+hc_u64map_del (struct hc_u64map *m, uint64_t key)
+{
+  size_t mask = m->cap - 1, i;
+
+  if (!m->n)
+    return;
+  for (i = u64set_home (key, m->cap); m->key[i] != key + 1; i = (i + 1) & mask)
+    if (!m->key[i])
+      return;
+  /* Backward shift: pull later members of the probe run into the hole. */
+  for (size_t j = i;;) {
+    m->key[i] = 0;
+    for (;;) {
+      j = (j + 1) & mask;
+      if (!m->key[j]) {
+        m->n--;
+        return;
+      }
+      size_t h = u64set_home (m->key[j] - 1, m->cap);
+      if (i <= j ? (h <= i || h > j) : (h <= i && h > j))
+        break;
+    }
+    m->key[i] = m->key[j];
+    m->val[i] = m->val[j];
+    i = j;
+  }
+}
+
+void
+hc_u64map_free (struct hc_u64map *m)
+{
+  free (m->key);
+  free (m->val);
+  memset (m, 0, sizeof *m);
+}
+
+/* ---- Block sets. ---- */
+
+#define LEAF_SHIFT 15 /* blocks per leaf: 2^15 bits = 4 KiB */
+
+int
+hc_blockset_add (struct hc_blockset *s, uint64_t block)
+{
+  uint64_t leaf = block >> LEAF_SHIFT, bit = block & ((UINT64_C (1) << LEAF_SHIFT) - 1), *w;
+
+  if (s->last_leaf != leaf + 1) {
+    uint64_t *v = hc_u64map_get (&s->leaves, leaf);
+    if (v)
+      s->last = (uint64_t *) (uintptr_t) *v;
+    else {
+      uint64_t *bits = calloc (UINT64_C (1) << LEAF_SHIFT >> 6, sizeof *bits);
+      if (!bits || hc_u64map_put (&s->leaves, leaf, (uint64_t) (uintptr_t) bits) < 0) {
+        free (bits);
+        return -ENOMEM;
+      }
+      s->last = bits;
+    }
+    s->last_leaf = leaf + 1;
+  }
+  w = &s->last[bit >> 6];
+  if (*w & UINT64_C (1) << (bit & 63))
+    return 0;
+  *w |= UINT64_C (1) << (bit & 63);
+  s->n++;
+  return 1;
+}
+
+void
+hc_blockset_free (struct hc_blockset *s)
+{
+  for (size_t i = 0; i < s->leaves.cap; i++)
+    if (s->leaves.key[i])
+      free ((void *) (uintptr_t) s->leaves.val[i]);
+  hc_u64map_free (&s->leaves);
+  memset (s, 0, sizeof *s);
+}
+
+/* ---- Huge-page tables. ---- */
+
+#define HUGE_PAGE (UINT64_C (2) << 20)
+
+void *
+hc_alloc_huge (size_t bytes)
+{
+  void *p;
+
+  if (bytes < HUGE_PAGE / 2) /* not worth a huge page */
+    return calloc (1, bytes ? bytes : 1);
+  /* Huge pages need 2 MiB-aligned extents: map a page more, trim both ends. */
+  size_t len = (bytes + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1);
+  char *raw = mmap (NULL, len + HUGE_PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                    -1, 0);
+  if (raw == MAP_FAILED)
+    return NULL;
+  char *al = (char *) (((uintptr_t) raw + HUGE_PAGE - 1) & ~(uintptr_t) (HUGE_PAGE - 1));
+  if (al > raw)
+    munmap (raw, (size_t) (al - raw));
+  munmap (al + len, (size_t) (raw + HUGE_PAGE - al));
+  p = al;
+  madvise (p, len, MADV_HUGEPAGE); /* a hint: fine if refused */
+  return p;
+}
+
+void
+hc_free_huge (void *p, size_t bytes)
+{
+  if (!p)
+    return;
+  if (bytes < HUGE_PAGE / 2)
+    free (p);
+  else
+    munmap (p, (bytes + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1));
 }

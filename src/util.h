@@ -65,6 +65,12 @@ int hc_kv_next (struct hc_kv_reader *r, char **key, char **value, struct hc_pars
  * buffer.  Returns 0, -EFBIG if larger, or the negative errno of open/read. */
 int hc_read_small_file (const char *path, size_t max, char **text, size_t *len);
 
+/* Allocates `bytes` of zeroed memory for a large, randomly accessed table,
+ * in transparent huge pages where the kernel offers them.  Returns NULL if
+ * out of memory.  Free with hc_free_huge and the same size. */
+void *hc_alloc_huge (size_t bytes);
+void hc_free_huge (void *p, size_t bytes);
+
 /* A set of 64-bit keys that only grows until it is cleared (open addressing,
  * linear probing, no deletion). */
 struct hc_u64set {
@@ -84,5 +90,44 @@ void hc_u64set_clear (struct hc_u64set *s);
 
 /* Frees the set's memory. */
 void hc_u64set_free (struct hc_u64set *s);
+
+/* A map from 64-bit keys to 64-bit values (open addressing, linear
+ * probing, deletion by backward shift). */
+struct hc_u64map {
+  uint64_t *key;  /* key + 1; 0 = empty */
+  uint64_t *val;
+  size_t cap;     /* a power of two */
+  size_t n;
+};
+
+/* Sets key's value.  Returns 0 or -ENOMEM (the map is unchanged). */
+int hc_u64map_put (struct hc_u64map *m, uint64_t key, uint64_t val);
+
+/* Finds key: returns a pointer to its value, or NULL.  The pointer is good
+ * until the next put or del. */
+uint64_t *hc_u64map_get (const struct hc_u64map *m, uint64_t key);
+
+/* Removes key if present. */
+void hc_u64map_del (struct hc_u64map *m, uint64_t key);
+
+/* Frees the map's memory. */
+void hc_u64map_free (struct hc_u64map *m);
+
+/* A set of block numbers for counting distinct blocks (a trace's
+ * footprint): a bitmap in 4 KiB leaves of 32 K blocks each, allocated as
+ * touched and found through a map, with the last leaf remembered — a
+ * fraction of a bit per block when blocks cluster, as disk blocks do. */
+struct hc_blockset {
+  struct hc_u64map leaves; /* leaf number → its bitmap (a pointer) */
+  uint64_t last_leaf;      /* number + 1 of the leaf `last` points to; 0 none */
+  uint64_t *last;
+  uint64_t n;              /* distinct blocks added */
+};
+
+/* Adds a block.  Returns 1 if it was new, 0 if already there, or -ENOMEM. */
+int hc_blockset_add (struct hc_blockset *s, uint64_t block);
+
+/* Frees the set's memory. */
+void hc_blockset_free (struct hc_blockset *s);
 
 #endif /* HC_UTIL_H */

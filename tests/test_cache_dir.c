@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cache/dir.h"
+#include "cache/seq.h"
 #include "test.h"
 
 static uint64_t rng;
@@ -157,6 +158,14 @@ test_scan_resistance (void)
    * runs without the scan. */
   CHECK (lru_hinted == alone, "background scan not admitted (%u vs %u)", lru_hinted, alone);
   CHECK (ha_hinted == s3_alone, "hinted hint-aware = no scan (%u vs %u)", ha_hinted, s3_alone);
+
+  unsigned fifo = scan_trace_hits (HC_POLICY_FIFO, true, none);
+  unsigned arc = scan_trace_hits (HC_POLICY_ARC, false, none);
+  unsigned arc_alone = scan_trace_hits (HC_POLICY_ARC, true, none);
+  printf ("fifo (no scan) %u; arc %u, arc (no scan) %u\n", fifo, arc, arc_alone);
+  CHECK (fifo < alone, "fifo below lru on Zipf (%u vs %u)", fifo, alone);
+  CHECK (arc_alone > alone, "arc beats lru on Zipf (%u vs %u)", arc_alone, alone);
+  CHECK (arc > lru + lru / 10, "arc resists the scan (%u vs %u)", arc, lru);
 }
 
 static void
@@ -302,9 +311,53 @@ test_protection (void)
   CHECK (kept[1] > kept[0], "hint-aware protects metadata (%u vs %u)", kept[1], kept[0]);
 }
 
+/* Sequential detection keeps the 16 most recently used runs: a run survives
+ * 15 unrelated requests between two of its own, not 16; a stream's own run
+ * is never displaced. */
+static void
+test_seq_runs (void)
+{
+  const uint64_t mb = 1 << 20, cutoff = 4 * mb;
+  for (unsigned gap = 1; gap <= 17; gap++) {
+    struct hc_seq s = { 0 };
+    uint64_t off = 0, other = 1ull << 40;
+    bool past = false;
+    for (unsigned step = 0; step < 12; step++) {
+      past = hc_seq_update (&s, NULL, off, mb, cutoff);
+      off += mb;
+      for (unsigned k = 0; k < gap; k++, other += 3 * mb)
+        hc_seq_update (&s, NULL, other, 4096, cutoff);
+    }
+    CHECK_EQ (past, gap < HC_SEQ_SLOTS, "a 12 MiB run with %u others between its requests: past "
+              "the cutoff %d", gap, past);
+  }
+  /* Runs in recency order: touch 16 runs, then re-touch them in a shuffled
+   * order; each then continues (a move-to-front bug would lose some). */
+  struct hc_seq s = { 0 };
+  uint64_t pos[16];
+  for (unsigned i = 0; i < 16; i++) {
+    pos[i] = (uint64_t) i << 32;
+    hc_seq_update (&s, NULL, pos[i], 4096, 4096);
+    pos[i] += 4096;
+  }
+  static const unsigned perm[] = { 7, 0, 15, 3, 3, 12, 1, 9, 14, 2, 8, 5, 11, 4, 6, 10, 13, 0, 15 };
+  for (unsigned k = 0; k < sizeof perm / sizeof perm[0]; k++) {
+    unsigned i = perm[k];
+    CHECK (hc_seq_update (&s, NULL, pos[i], 4096, 4096), "run %u continues (step %u)", i, k);
+    pos[i] += 4096;
+  }
+  struct hc_seqslot own = { 0 };
+  CHECK (!hc_seq_update (&s, &own, 0, 8 * mb, cutoff), "a stream's first request");
+  for (unsigned k = 0; k < 40; k++)
+    hc_seq_update (&s, NULL, (uint64_t) (k + 100) << 32, 4096, cutoff);
+  CHECK (hc_seq_update (&s, &own, 8 * mb, 4096, cutoff), "a stream's run is its own");
+  CHECK (!hc_seq_update (&s, NULL, 0, 4096, UINT64_MAX), "no cutoff, never sequential");
+}
+
 int
 main (void)
 {
+  test_seq_runs ();
   test_lru_exact ();
   test_scan_resistance ();
   test_admission ();

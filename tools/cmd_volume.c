@@ -205,7 +205,7 @@ static const char format_usage[] =
   "slow tier is touched; the volume is the slow tier up to the label).\n"
   "  --block-size N   cache block size, 4k to 64k, a power of two (default 4k)\n"
   "  --mode M         writethrough (default), writeback, writearound, passthrough\n"
-  "  --policy P       hintaware (default), lru, s3fifo\n"
+  "  --policy P       hintaware (default), lru, s3fifo, fifo, arc\n"
   "  --max-ranges N   range hints kept (default 65536)\n"
   "  --force          format over an existing hintcache volume\n";
 
@@ -231,7 +231,7 @@ cmd_format (int argc, char **argv)
     for (unsigned i = 0; hc_policy_name (i); i++)
       ok |= strcmp (a.policy, hc_policy_name (i)) == 0;
     if (!ok)
-      return cli_usage (cmd, "--policy: '%s' is not one of hintaware, lru, s3fifo", a.policy);
+      return cli_usage (cmd, "--policy: '%s' is not one of hintaware, lru, s3fifo, fifo, arc", a.policy);
   }
   fo.block_size = (uint32_t) a.block_size;
   fo.policy = a.policy;

@@ -15,4 +15,9 @@ int cmd_clean (int argc, char **argv);  /* write back all dirty data */
 int cmd_stats (int argc, char **argv);  /* lifetime statistics */
 int cmd_io (int argc, char **argv);     /* one operation, for scripts */
 
+/* Trace commands (cmd_replay.c). */
+int cmd_replay (int argc, char **argv); /* strategies × policies × sizes on a trace */
+int cmd_trace (int argc, char **argv);  /* stats and convert */
+int cmd_demo (int argc, char **argv);   /* the built-in database-server workload */
+
 #endif /* HC_TOOLS_COMMANDS_H */

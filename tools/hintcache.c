@@ -12,6 +12,9 @@
 #include "commands.h"
 
 static const struct cli_command commands[] = {
+  { "demo", cmd_demo, "replay a built-in database-server workload with every hint strategy" },
+  { "replay", cmd_replay, "what each hint granularity buys on a block trace" },
+  { "trace", cmd_trace, "a trace's statistics, or convert it to the fast binary form" },
   { "hint", cmd_hint, "hint model and transport codecs: decode, encode, map, classes" },
   { "format", cmd_format, "make a volume of a fast and a slow tier" },
   { "info", cmd_info, "a volume's geometry, mode, occupancy and dirty blocks by class" },

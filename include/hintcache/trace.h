@@ -160,6 +160,12 @@ int hc_trace_writer_open (const char *path, enum hc_trace_format format, uint32_
  * came from, or NULL for none). */
 int hc_trace_write (hc_trace_writer *w, const struct hc_trace_req *r, const hc_trace *src);
 
+/* Appends a request whose strings are given as text (NULL or "" for none),
+ * for requests that come from no reader, such as a generator's; r->comm and
+ * r->object are ignored. */
+int hc_trace_write_strings (hc_trace_writer *w, const struct hc_trace_req *r, const char *comm,
+                            const char *object);
+
 /* Finishes the file (oracle: computes next-access times and writes
  * everything) and frees the writer.  Returns 0 or the first error. */
 int hc_trace_writer_close (hc_trace_writer *w);

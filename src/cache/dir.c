@@ -105,7 +105,7 @@ drop (struct hc_directory *d, uint32_t c)
   if (w & HC_M_DIRTY)
     d->ndirty[cls]--;
   hc_map_remove (&d->map, c);
-  d->map.meta[c] = hc_meta_origin (w) | HC_M_FORMER;
+  d->map.meta[c] = hc_meta_origin (w) | HC_M_FORMER | (w & HC_M_DIRTY);
   hc_list_push_head (&d->map, d->defer_free ? &d->map.pending : &d->map.free, c);
 }
 

@@ -1,36 +1,75 @@
 /* The cache directory's mapping: meta words, links and the hash index.
  *
- * The hash index is open addressing with linear probing over 32-bit slots
- * that hold a block number + 1; the key (the origin) is read from the block's
- * meta word, so the index stores no keys.  The table has n / 0.85 slots (not
- * a power of two: the slot of a hash is found by a multiply-shift, which
- * spreads any size evenly), and deletion shifts later entries of the probe
- * run back instead of leaving tombstones, so lookups never slow down with
- * churn.
+ * The hash index is a Robin Hood hash table (linear probing, where an entry
+ * farther from its home slot displaces a nearer one) over 32-bit slots that
+ * hold a block number + 1; the key (the origin) is read from the block's
+ * meta word, so the index stores no keys.  Reading a meta word is a random
+ * memory access, so the slot bits the block number does not need (8 of
+ * them for 16 M blocks) carry what lets most probes skip it:
+ *
+ *   bits 0 …          the block number + 1 (0: an empty slot)
+ *   next ≤ 5 bits     the entry's distance from its home slot, saturating
+ *                     (a saturated distance is recomputed from the meta)
+ *   the rest          a tag: more bits of the origin's hash
+ *
+ * A lookup stops at the first entry nearer its home than the probe is to
+ * the origin's (Robin Hood order guarantees the origin is not further on),
+ * and reads a meta word only for an entry at its own distance whose tag
+ * matches.  Deletion shifts the following entries back by one until one
+ * sits at its home — no tombstones, so lookups never slow down with churn,
+ * and the distances make the shift need no meta reads either.  The table
+ * has n / 0.75 slots (not a power of two: the slot of a hash is found by a
+ * multiply-shift, which spreads any size evenly).
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "map.h"
-
-/* A 64-bit mixer (splitmix64's finaliser): consecutive block numbers land
- * far apart. */
-static inline uint64_t
-mix (uint64_t x)
-{
-  x ^= x >> 30;
-  x *= UINT64_C (0xbf58476d1ce4e5b9);
-  x ^= x >> 27;
-  x *= UINT64_C (0x94d049bb133111eb);
-  x ^= x >> 31;
-  return x;
-}
+#include "util.h"
 
 static inline uint32_t
 home_slot (const struct hc_map *m, uint64_t origin)
 {
-  return (uint32_t) (((mix (origin) >> 32) * (uint64_t) m->nslots) >> 32);
+  return hc_map_home (m, hc_map_hash (origin));
+}
+
+/* The tag bits of a slot for hash h (low bits of the hash, in place). */
+static inline uint32_t
+tag_of_hash (const struct hc_map *m, uint64_t h)
+{
+  return (uint32_t) h & m->tag_mask;
+}
+
+static inline uint32_t
+stored_dist (const struct hc_map *m, uint32_t s)
+{
+  return (s >> m->dist_shift) & m->dist_max;
+}
+
+/* Slot value s with its distance set to d. */
+static inline uint32_t
+with_dist (const struct hc_map *m, uint32_t s, uint32_t d)
+{
+  return (s & ~(m->dist_max << m->dist_shift)) | (d < m->dist_max ? d : m->dist_max) << m->dist_shift;
+}
+
+/* The distance of slot i's entry s from its home. */
+static inline uint32_t
+dist (const struct hc_map *m, uint32_t i, uint32_t s)
+{
+  uint32_t d = stored_dist (m, s), h;
+
+  if (d < m->dist_max)
+    return d;
+  h = home_slot (m, hc_meta_origin (m->meta[(s & m->idx_mask) - 1]));
+  return i >= h ? i - h : i + m->nslots - h;
+}
+
+static inline uint32_t
+next_slot (const struct hc_map *m, uint32_t i)
+{
+  return i + 1 == m->nslots ? 0 : i + 1;
 }
 
 int
@@ -40,15 +79,27 @@ hc_map_init (struct hc_map *m, uint32_t n)
   if (n == 0 || n >= UINT32_MAX / 2)
     return -EINVAL;
   m->n = n;
-  m->nslots = (uint32_t) ((uint64_t) n * 100 / 85 + 1);
-  m->meta = calloc (n, sizeof *m->meta);
-  m->prev = malloc (n * sizeof *m->prev);
-  m->next = malloc (n * sizeof *m->next);
-  m->slots = calloc (m->nslots, sizeof *m->slots);
-  if (!m->meta || !m->prev || !m->next || !m->slots) {
-    hc_map_fini (m);
+  m->nslots = (uint32_t) ((uint64_t) n * 4 / 3 + 1);
+  /* Block numbers + 1 go up to n; above them the distance, then the tag. */
+  unsigned idx_bits = 32 - (unsigned) __builtin_clz (n), spare = 32 - idx_bits;
+  unsigned dist_bits = spare < 5 ? spare : 5;
+  m->idx_mask = UINT32_MAX >> __builtin_clz (n);
+  m->dist_shift = idx_bits;
+  m->dist_max = (1u << dist_bits) - 1;
+  m->tag_mask = dist_bits + idx_bits >= 32 ? 0 : UINT32_MAX << (idx_bits + dist_bits);
+  /* One zeroed mapping for all four arrays, in huge pages where the kernel
+   * has them: the lookups are random, and with 4 KiB pages nearly every one
+   * would also miss the TLB. */
+  m->region_bytes = hc_map_bytes (m);
+  m->region = hc_alloc_huge (m->region_bytes);
+  if (!m->region) {
+    memset (m, 0, sizeof *m);
     return -ENOMEM;
   }
+  m->meta = m->region;
+  m->prev = (uint32_t *) (m->meta + n);
+  m->next = m->prev + n;
+  m->slots = m->next + n;
   for (unsigned q = 0; q < 4; q++)
     hc_list_init (&m->queue[q]);
   hc_list_init (&m->free);
@@ -61,10 +112,7 @@ hc_map_init (struct hc_map *m, uint32_t n)
 void
 hc_map_fini (struct hc_map *m)
 {
-  free (m->meta);
-  free (m->prev);
-  free (m->next);
-  free (m->slots);
+  hc_free_huge (m->region, m->region_bytes);
   memset (m, 0, sizeof *m);
 }
 
@@ -78,30 +126,44 @@ hc_map_bytes (const struct hc_map *m)
 uint32_t
 hc_map_lookup (const struct hc_map *m, uint64_t origin)
 {
-  uint32_t i = home_slot (m, origin);
+  const uint64_t h = hc_map_hash (origin);
+  const uint32_t tag = tag_of_hash (m, h), mask = m->idx_mask, dmax = m->dist_max;
+  uint32_t i = hc_map_home (m, h);
 
-  for (;;) {
-    uint32_t s = m->slots[i];
+  for (uint32_t d = 0;; d++, i = next_slot (m, i)) {
+    uint32_t s = m->slots[i], sd;
     if (s == 0)
       return HC_NIL;
-    if (hc_meta_origin (m->meta[s - 1]) == origin)
-      return s - 1;
-    if (++i == m->nslots)
-      i = 0;
+    sd = stored_dist (m, s);
+    if (sd < d && sd < dmax)
+      return HC_NIL; /* Robin Hood order: the origin would have displaced it */
+    if ((sd == d || sd == dmax) && (s & m->tag_mask) == tag
+        && hc_meta_origin (m->meta[(s & mask) - 1]) == origin)
+      return (s & mask) - 1;
   }
 }
 
 void
 hc_map_insert (struct hc_map *m, uint32_t c, uint64_t origin, unsigned cls, bool dirty)
 {
-  uint32_t i = home_slot (m, origin);
+  const uint64_t h = hc_map_hash (origin);
+  uint32_t i = hc_map_home (m, h), cur = (c + 1) | tag_of_hash (m, h), d = 0;
 
   m->meta[c] = (origin & HC_M_ORIGIN_MASK) | (uint64_t) cls << HC_M_CLASS_SHIFT | HC_M_VALID
                | (dirty ? HC_M_DIRTY : 0);
-  while (m->slots[i] != 0)
-    if (++i == m->nslots)
-      i = 0;
-  m->slots[i] = c + 1;
+  for (;; d++, i = next_slot (m, i)) {
+    uint32_t s = m->slots[i], sd;
+    if (s == 0) {
+      m->slots[i] = with_dist (m, cur, d);
+      break;
+    }
+    /* Take the slot of an entry nearer its home; carry that one on. */
+    if ((sd = dist (m, i, s)) < d) {
+      m->slots[i] = with_dist (m, cur, d);
+      cur = s;
+      d = sd;
+    }
+  }
   m->mapped++;
 }
 
@@ -111,38 +173,22 @@ slot_of (const struct hc_map *m, uint32_t c)
 {
   uint32_t i = home_slot (m, hc_meta_origin (m->meta[c]));
 
-  while (m->slots[i] != c + 1)
-    if (++i == m->nslots)
-      i = 0;
+  while ((m->slots[i] & m->idx_mask) != c + 1)
+    i = next_slot (m, i);
   return i;
 }
 
-/* Is slot position j "between" home h and hole i (cyclically), i.e. may the
- * entry whose home is h not move back to i? */
-static inline bool
-cyclic_between (uint32_t h, uint32_t i, uint32_t j)
-{
-  return i <= j ? (h > i && h <= j) : (h > i || h <= j);
-}
-
-/* Empties slot i and shifts later members of its probe run back. */
+/* Empties slot i, shifting the entries after it back until one is home. */
 static void
 slot_delete (struct hc_map *m, uint32_t i)
 {
-  uint32_t j = i;
-
   for (;;) {
-    m->slots[i] = 0;
-    for (;;) {
-      if (++j == m->nslots)
-        j = 0;
-      if (m->slots[j] == 0)
-        return;
-      uint32_t h = home_slot (m, hc_meta_origin (m->meta[m->slots[j] - 1]));
-      if (!cyclic_between (h, i, j))
-        break;
+    uint32_t j = next_slot (m, i), s = m->slots[j], d;
+    if (s == 0 || (d = dist (m, j, s)) == 0) {
+      m->slots[i] = 0;
+      return;
     }
-    m->slots[i] = m->slots[j];
+    m->slots[i] = with_dist (m, s, d - 1);
     i = j;
   }
 }
@@ -161,7 +207,9 @@ hc_map_relocate (struct hc_map *m, uint32_t from, uint32_t to)
   struct hc_list *l = &m->queue[hc_meta_queue (m->meta[from])];
   uint32_t p = m->prev[from], n = m->next[from];
 
-  m->slots[slot_of (m, from)] = to + 1;
+  uint32_t s = slot_of (m, from);
+
+  m->slots[s] = (m->slots[s] & ~m->idx_mask) | (to + 1);  /* same origin: same distance, tag */
   m->meta[to] = m->meta[from];
   m->meta[from] = 0;
   m->prev[to] = p;

@@ -13,15 +13,18 @@
  *     bits 48–49  freq: the policy's access counter
  *     bit  50     demoted: advised dontneed (first to go)
  *     bit  51     former: not mapped any more; the origin bits say what it
- *                 held (an evicted or invalidated block, until it is reused)
+ *                 held, and the dirty bit whether it was dirty (an evicted or
+ *                 invalidated block, until it is reused)
  *
  * and two 32-bit links (prev, next), so every block sits on exactly one
  * intrusive list at a time: the free list, the pending list (freed but not
  * reusable until the metadata that freed it is durable), or one of four
  * policy queues — a mapped block is always on queue[its queue bits], which
  * the policies maintain.
- * An open-addressing hash index (linear probing, 32-bit slots, load ≤ 0.85)
- * finds the block holding an origin.  In all, 8 + 8 + ~4.7 bytes per block;
+ * A Robin Hood hash index (32-bit slots that also carry each entry's
+ * distance from home and hash tag bits, load ≤ 0.75) finds the block holding
+ * an origin.  In all,
+ * 8 + 8 + ~5.3 bytes per block;
  * pins (1 byte) live beside it in the engine.
  *
  * Not thread-safe: the owner (the volume, under its lock, or the replayer)
@@ -61,10 +64,15 @@ struct hc_list {
 
 struct hc_map {
   uint32_t n;          /* cache blocks */
+  void *region;        /* the arrays below, in one mapping */
+  size_t region_bytes;
   uint64_t *meta;      /* n meta words */
   uint32_t *prev, *next;
-  uint32_t *slots;     /* hash index: cache block + 1, 0 = empty */
+  uint32_t *slots;     /* hash index: cache block + 1 | tag, 0 = empty */
   uint32_t nslots;
+  uint32_t idx_mask;   /* the block-number bits of a slot */
+  uint32_t dist_shift, dist_max; /* the distance-from-home field above them */
+  uint32_t tag_mask;   /* the hash bits above that */
   uint32_t mapped;     /* valid blocks */
   struct hc_list queue[4]; /* policy queues: a mapped block is on queue[queue bits] */
   struct hc_list free; /* unmapped, reusable now */
@@ -91,6 +99,25 @@ static inline void
 hc_map_set_field (struct hc_map *m, uint32_t c, uint64_t mask, unsigned shift, uint64_t v)
 {
   m->meta[c] = (m->meta[c] & ~mask) | ((v << shift) & mask);
+}
+
+/* An origin's hash (splitmix64's finaliser: consecutive blocks land far
+ * apart) and its home slot, by multiply-shift. */
+static inline uint64_t
+hc_map_hash (uint64_t x)
+{
+  x ^= x >> 30;
+  x *= UINT64_C (0xbf58476d1ce4e5b9);
+  x ^= x >> 27;
+  x *= UINT64_C (0x94d049bb133111eb);
+  x ^= x >> 31;
+  return x;
+}
+
+static inline uint32_t
+hc_map_home (const struct hc_map *m, uint64_t hash)
+{
+  return (uint32_t) (((hash >> 32) * (uint64_t) m->nslots) >> 32);
 }
 
 /* Returns the block holding origin, or HC_NIL. */

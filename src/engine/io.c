@@ -82,43 +82,6 @@ hc_vol_resolve (hc_volume *v, uint64_t blk, const struct hc_ioctx *ctx)
   return hc_hint_resolve (layer, NULL);
 }
 
-/* Sequential detection for one request (caller holds lock): true when the
- * request continues a run already longer than the cutoff.  A stream has its
- * own run; other I/O is matched against a few recent runs by where they end,
- * like bcache's per-task tracking. */
-static bool
-sequential (hc_volume *v, const struct hc_ioctx *ctx, uint64_t off, uint64_t len)
-{
-  struct hc_seqslot *s = NULL;
-
-  if (v->opts.seq_cutoff == UINT64_MAX)
-    return false;
-  v->seq_clock++;
-  if (ctx && ctx->stream) {
-    s = &ctx->stream->seq;
-  } else {
-    for (unsigned i = 0; i < HC_SEQ_SLOTS; i++)
-      if (v->seq[i].next == off && v->seq[i].run) {
-        s = &v->seq[i];
-        break;
-      }
-    if (!s) {
-      s = &v->seq[0];
-      for (unsigned i = 1; i < HC_SEQ_SLOTS; i++)
-        if (v->seq[i].stamp < s->stamp)
-          s = &v->seq[i];
-      s->run = 0;
-    }
-  }
-  if (s->next != off)
-    s->run = 0;
-  bool past = s->run >= v->opts.seq_cutoff;
-  s->run += len;
-  s->next = off + len;
-  s->stamp = v->seq_clock;
-  return past;
-}
-
 /* Frees a block taken for an admission that did not happen (caller holds
  * lock).  It never held a durable mapping, so it is reusable now. */
 static void
@@ -251,7 +214,8 @@ req_start (hc_volume *v, struct req *r)
 
   if (r->started)
     return;
-  r->seq = sequential (v, r->ctx, r->off, r->len);
+  r->seq = hc_seq_update (&v->seq, r->ctx && r->ctx->stream ? &r->ctx->stream->seq : NULL, r->off,
+                          r->len, v->opts.seq_cutoff);
   clock_gettime (CLOCK_MONOTONIC_COARSE, &ts);
   v->last_io_ns = (uint64_t) ts.tv_sec * 1000000000u + (uint64_t) ts.tv_nsec;
   r->started = true;

@@ -319,7 +319,7 @@ hc_meta_format (hc_tier *fast, hc_tier *slow, const struct hc_format_opts *o, ch
     return -EINVAL;
   }
   if ((policy = hc_policy_find (o->policy ? o->policy : hc_policy_name_of (HC_POLICY_DEFAULT))) < 0) {
-    snprintf (why, whylen, "unknown policy '%s' (policies: lru, s3fifo, hintaware)", o->policy);
+    snprintf (why, whylen, "unknown policy '%s' (policies: hintaware, lru, s3fifo, fifo, arc)", o->policy);
     return -EINVAL;
   }
   if (max_ranges > (1u << 22)) {

@@ -32,19 +32,12 @@
 
 #include "hintcache/volume.h"
 #include "../cache/dir.h"
+#include "../cache/seq.h"
 #include "format.h"
 #include "ranges.h"
 #include "../util.h"
 
 #define HC_STRIPES 1024
-#define HC_SEQ_SLOTS 16
-
-/* A sequential-run detector: the end of each of a few recent runs. */
-struct hc_seqslot {
-  uint64_t next;  /* byte offset where the run continues */
-  uint64_t run;   /* bytes in the run so far */
-  uint64_t stamp; /* for replacing the least recently used */
-};
 
 struct hc_stream {
   hc_volume *v;
@@ -71,8 +64,7 @@ struct hc_volume {
   enum hc_mode mode;
   struct hc_ranges ranges;
   struct hc_hint device_hint;
-  struct hc_seqslot seq[HC_SEQ_SLOTS];
-  uint64_t seq_clock;
+  struct hc_seq seq;
 
   /* Journal buffer: records not yet committed (16 bytes each). */
   uint8_t *jbuf;

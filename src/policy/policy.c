@@ -13,6 +13,8 @@ static const struct hc_policy_ops *const registry[HC_POLICY_COUNT] = {
   [HC_POLICY_LRU] = &hc_policy_lru,
   [HC_POLICY_S3FIFO] = &hc_policy_s3fifo,
   [HC_POLICY_HINTAWARE] = &hc_policy_hintaware,
+  [HC_POLICY_FIFO] = &hc_policy_fifo,
+  [HC_POLICY_ARC] = &hc_policy_arc,
 };
 
 int

@@ -11,6 +11,8 @@
  *   lru.c        least recently used
  *   s3fifo.c     S3-FIFO: small FIFO + main FIFO with reinsertion + ghost
  *   hintaware.c  S3-FIFO that reads class priority and advice (the default)
+ *   fifo.c       first in, first out (a baseline)
+ *   arc.c        Adaptive Replacement Cache (a baseline; more RAM per block)
  *
  * Contract: every mapped block is on map->queue[its queue bits]; policy
  * state lives only in the meta word's queue/freq/demoted/hinted bits, the
@@ -40,8 +42,10 @@ struct hc_access {
 /* May block c be evicted now (clean, not busy)? */
 typedef bool (*hc_evictable_fn) (void *arg, uint32_t c);
 
-enum hc_policy_id { HC_POLICY_LRU = 0, HC_POLICY_S3FIFO, HC_POLICY_HINTAWARE };
-#define HC_POLICY_COUNT 3
+enum hc_policy_id {
+  HC_POLICY_LRU = 0, HC_POLICY_S3FIFO, HC_POLICY_HINTAWARE, HC_POLICY_FIFO, HC_POLICY_ARC,
+};
+#define HC_POLICY_COUNT 5
 #define HC_POLICY_DEFAULT HC_POLICY_HINTAWARE
 
 struct hc_policy;
@@ -137,6 +141,7 @@ void hc_ghost_insert (struct hc_ghost *g, uint64_t origin);
 bool hc_ghost_contains (const struct hc_ghost *g, uint64_t origin);
 size_t hc_ghost_bytes (const struct hc_ghost *g);
 
-extern const struct hc_policy_ops hc_policy_lru, hc_policy_s3fifo, hc_policy_hintaware;
+extern const struct hc_policy_ops hc_policy_lru, hc_policy_s3fifo, hc_policy_hintaware,
+    hc_policy_fifo, hc_policy_arc;
 
 #endif /* HC_POLICY_H */

@@ -1,0 +1,801 @@
+/* The replayer: a trace through the volume's own cache directory, for a grid
+ * of strategies × policies × sizes, priced by the hybrid-drive timing model.
+ *
+ * Two passes over the trace:
+ *
+ *   1. count: requests, block accesses, the footprint (distinct blocks read
+ *      or written, which sizes given in % refer to), the largest offset (the
+ *      disk model's capacity) and — only when belady or oracle is asked
+ *      for — every access's block, from which each access's next use is
+ *      computed backwards (8 bytes per access: the one part of a replay that
+ *      grows with the trace);
+ *   2. replay: every request is classified once per strategy and fed to every
+ *      simulator of the grid.
+ *
+ * A simulator of an engine policy is a struct hc_directory — the volume's
+ * map, policy, admission rules and class shares — driven the way the volume
+ * drives it, minus the I/O.  Belady (MIN) and the oracle (MIN with bypass)
+ * keep the cached blocks in a max-heap on next use.
+ *
+ * Timing: a read request costs, run by run of its blocks, a flash read for
+ * each run of hits and a disk read (seek by distance from the last read,
+ * rotation, transfer) for each run of misses.  Fills and write-back go to
+ * flash off the read path, and writes that reach the disk (bypassed
+ * writes, dirty evictions) are counted as slow-tier operations but taken to
+ * be absorbed by the disk's write cache and destaged when it is idle: they
+ * neither delay reads nor move the head between them.  No queueing is
+ * modeled: latencies are service times.
+ */
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "hintcache/replay.h"
+#include "hintcache/tier.h"
+#include "../cache/dir.h"
+#include "../cache/seq.h"
+#include "util.h"
+
+#define FINE_PER_OCTAVE 64 /* the histogram p99 is computed from */
+#define FINE_BUCKETS (20 * FINE_PER_OCTAVE)
+#define BELADY_POLICY "belady"
+#define INF UINT64_MAX
+#define SEQ_CUTOFF (UINT64_C (4) << 20) /* the volume's default sequential cutoff */
+
+/* ---------------------------------------------------------------------------
+ * Belady: MIN, with or without bypass.
+ */
+
+struct heap_ent {
+  uint64_t next, blk;
+};
+
+struct belady {
+  uint64_t cap;
+  bool bypass;
+  struct hc_u64map in;   /* block → next use (bit 63: dirty) */
+  struct heap_ent *heap; /* max-heap on next; stale entries skipped lazily */
+  size_t nheap, capheap;
+};
+
+#define DIRTY_BIT (UINT64_C (1) << 63)
+#define NEXT_MASK (~DIRTY_BIT)
+
+static int
+heap_push (struct belady *b, uint64_t next, uint64_t blk)
+{
+  if (b->nheap == b->capheap) {
+    size_t ncap = b->capheap ? b->capheap * 2 : 1024;
+    struct heap_ent *nh = realloc (b->heap, ncap * sizeof *nh);
+    if (!nh)
+      return -ENOMEM;
+    b->heap = nh;
+    b->capheap = ncap;
+  }
+  size_t i = b->nheap++;
+  while (i > 0) {
+    size_t p = (i - 1) / 2;
+    if (b->heap[p].next >= next)
+      break;
+    b->heap[i] = b->heap[p];
+    i = p;
+  }
+  b->heap[i] = (struct heap_ent) { next, blk };
+  return 0;
+}
+
+static void
+heap_pop (struct belady *b)
+{
+  struct heap_ent last = b->heap[--b->nheap];
+  size_t i = 0;
+  for (;;) {
+    size_t l = 2 * i + 1, r = l + 1, m = i;
+    uint64_t mv = last.next;
+    if (l < b->nheap && b->heap[l].next > mv)
+      m = l, mv = b->heap[l].next;
+    if (r < b->nheap && b->heap[r].next > mv)
+      m = r;
+    if (m == i)
+      break;
+    b->heap[i] = b->heap[m];
+    i = m;
+  }
+  if (b->nheap)
+    b->heap[i] = last;
+}
+
+/* The cached block used farthest in the future (stale entries dropped). */
+static const struct heap_ent *
+heap_top (struct belady *b)
+{
+  while (b->nheap) {
+    const struct heap_ent *t = &b->heap[0];
+    uint64_t *v = hc_u64map_get (&b->in, t->blk);
+    if (v && (*v & NEXT_MASK) == (t->next & NEXT_MASK))
+      return t;
+    heap_pop (b);
+  }
+  return NULL;
+}
+
+/* Rebuilds the heap from the map when stale entries pile up. */
+static void
+heap_compact (struct belady *b)
+{
+  b->nheap = 0;
+  for (size_t i = 0; i < b->in.cap; i++)
+    if (b->in.key[i])
+      heap_push (b, b->in.val[i] & NEXT_MASK, b->in.key[i] - 1);
+}
+
+/* ---------------------------------------------------------------------------
+ * Simulators.
+ */
+
+struct sim {
+  struct hc_replay_row row;
+  unsigned strategy_index; /* into the classified hints of a request */
+  bool is_belady;
+  struct hc_directory dir;
+  struct belady bel;
+  hc_timing_model *hdd, *nand;
+  uint64_t fine[FINE_BUCKETS];
+  double lat_sum;
+};
+
+static bool always (void *arg, uint32_t c) { (void) arg, (void) c; return true; }
+
+enum outcome { HIT, MISS_ADMITTED, MISS_BYPASSED };
+
+/* One block access through an engine policy. */
+static enum outcome
+dir_access (struct sim *s, uint64_t blk, struct hc_hint h, bool write, bool seq, uint32_t bs,
+            uint64_t *dirty_evicted)
+{
+  struct hc_directory *d = &s->dir;
+  struct hc_access a = { .origin = blk, .hint = h, .write = write, .seq = seq };
+  enum hc_bypass why;
+  uint32_t c = hc_dir_access (d, &a), ev;
+
+  *dirty_evicted = INF;
+  if (c != HC_NIL) {
+    if (write) {
+      hc_dir_set_dirty (d, c, h.cls);
+      s->row.flash_bytes_written += bs;
+    }
+    return HIT;
+  }
+  if (!hc_dir_admit (d, &a, &why) || !hc_dir_make_room (d, &a, always, NULL, &why, &ev)) {
+    hc_dir_bypass (d, &a, why);
+    return MISS_BYPASSED;
+  }
+  if (ev != HC_NIL) {
+    s->row.evictions++;
+    if (d->map.meta[ev] & HC_M_DIRTY)
+      *dirty_evicted = hc_meta_origin (d->map.meta[ev]);
+  }
+  c = hc_dir_take_free (d);
+  hc_dir_install (d, c, &a, write);
+  s->row.flash_bytes_written += bs;
+  return MISS_ADMITTED;
+}
+
+/* One block access through Belady; next = the access's next use. */
+static enum outcome
+bel_access (struct sim *s, uint64_t blk, uint64_t next, bool write, uint32_t bs,
+            uint64_t *dirty_evicted)
+{
+  struct belady *b = &s->bel;
+  uint64_t *v = hc_u64map_get (&b->in, blk);
+
+  *dirty_evicted = INF;
+  if (v) {
+    *v = (next & NEXT_MASK) | (*v & DIRTY_BIT) | (write ? DIRTY_BIT : 0);
+    heap_push (b, next & NEXT_MASK, blk);
+    if (write)
+      s->row.flash_bytes_written += bs;
+    if (b->nheap > 4 * b->cap + 1024)
+      heap_compact (b);
+    return HIT;
+  }
+  if (b->in.n >= b->cap) {
+    const struct heap_ent *top = heap_top (b);
+    if (!top || (b->bypass && (next & NEXT_MASK) >= top->next))
+      return MISS_BYPASSED; /* the incoming block is used last of all */
+    uint64_t victim = top->blk, *vv = hc_u64map_get (&b->in, victim);
+    if (*vv & DIRTY_BIT)
+      *dirty_evicted = victim;
+    hc_u64map_del (&b->in, victim);
+    heap_pop (b);
+    s->row.evictions++;
+  }
+  hc_u64map_put (&b->in, blk, (next & NEXT_MASK) | (write ? DIRTY_BIT : 0));
+  heap_push (b, next & NEXT_MASK, blk);
+  s->row.flash_bytes_written += bs;
+  return MISS_ADMITTED;
+}
+
+/* 2^(k/64) for k = 0 … 64, the fine buckets' bounds within an octave, and
+ * for each 1/256 of the mantissa the bucket its lower edge falls in (a
+ * 1/256 step is narrower than a bucket, so it holds at most one bound).
+ * Computed once. */
+static double fine_bound[FINE_PER_OCTAVE + 1];
+static uint8_t fine_guess[256];
+static pthread_once_t fine_once = PTHREAD_ONCE_INIT;
+
+static void
+init_fine_bounds (void)
+{
+  unsigned k = 0;
+
+  for (unsigned i = 0; i <= FINE_PER_OCTAVE; i++)
+    fine_bound[i] = exp2 ((double) i / FINE_PER_OCTAVE);
+  for (unsigned j = 0; j < 256; j++) {
+    while (k + 1 < FINE_PER_OCTAVE && 1 + j / 256.0 >= fine_bound[k + 1])
+      k++;
+    fine_guess[j] = (uint8_t) k;
+  }
+}
+
+/* ⌊64·log2 us⌋ (0 below 1 µs) without a logarithm: the octave is the
+ * double's exponent, the step within it comes from the top 8 bits of its
+ * mantissa through the table, and one compare. */
+static unsigned
+fine_index (double us)
+{
+  uint64_t u;
+  double m;
+  unsigned k;
+
+  if (!(us >= 1))
+    return 0;
+  memcpy (&u, &us, sizeof u);
+  k = fine_guess[(u >> 44) & 0xff];
+  u = (u & ((UINT64_C (1) << 52) - 1)) | UINT64_C (1023) << 52; /* the mantissa, in [1, 2) */
+  memcpy (&m, &u, sizeof m);
+  if (k + 1 < FINE_PER_OCTAVE && m >= fine_bound[k + 1])
+    k++;
+  memcpy (&u, &us, sizeof u);
+  return (unsigned) ((u >> 52) - 1023) * FINE_PER_OCTAVE + k;
+}
+
+/* Records a read request's modeled latency. */
+static void
+note_latency (struct sim *s, double us)
+{
+  unsigned fine = fine_index (us), coarse = fine / (FINE_PER_OCTAVE / 8);
+
+  s->row.latency_hist[coarse < HC_LAT_BUCKETS ? coarse : HC_LAT_BUCKETS - 1]++;
+  s->fine[fine < FINE_BUCKETS ? fine : FINE_BUCKETS - 1]++;
+  s->lat_sum += us;
+  s->row.read_requests++;
+}
+
+/* Feeds one request to a simulator.  next: the next use of each of its
+ * block accesses (NULL unless Belady). */
+static void
+sim_request (struct sim *s, const struct hc_trace_req *q, struct hc_hint h, const uint64_t *next,
+             uint32_t bs, bool seq)
+{
+  struct hc_replay_row *row = &s->row;
+  uint64_t b0 = q->offset / bs, b1 = (q->offset + q->length - 1) / bs;
+
+  if (q->op == HC_TOP_DISCARD) {
+    for (uint64_t b = b0; q->length && b <= b1; b++) {
+      if (s->is_belady) {
+        hc_u64map_del (&s->bel.in, b);
+      } else {
+        uint32_t c = hc_dir_find (&s->dir, b);
+        if (c != HC_NIL)
+          hc_dir_invalidate (&s->dir, c);
+      }
+    }
+    return;
+  }
+  if (q->length == 0 || (q->op != HC_TOP_READ && q->op != HC_TOP_WRITE))
+    return;
+
+  const bool write = q->op == HC_TOP_WRITE;
+  double us = 0;
+  int run_kind = -1; /* 0 hit run, 1 miss run */
+  uint64_t run_start = 0, run_len = 0, bypassed_run_start = 0, bypassed_run_len = 0;
+
+  for (uint64_t b = b0, i = 0; b <= b1; b++, i++) {
+    uint64_t dirty_evicted;
+    enum outcome o = s->is_belady ? bel_access (s, b, next[i], write, bs, &dirty_evicted)
+                                  : dir_access (s, b, h, write, seq, bs, &dirty_evicted);
+    row->accesses++;
+    if (write)
+      row->write_accesses++;
+    else
+      row->read_accesses++;
+    if (o != HIT) {
+      row->misses++;
+      if (write)
+        row->write_misses++;
+      else
+        row->read_misses++;
+      if (o == MISS_ADMITTED)
+        row->admissions++;
+      else
+        row->bypasses++;
+    }
+    if (dirty_evicted != INF) {
+      row->dirty_evictions++;
+      row->slow_writes++;
+    }
+    if (write) {
+      /* A bypassed write goes to the disk; consecutive ones as one I/O. */
+      if (o == MISS_BYPASSED) {
+        if (bypassed_run_len && bypassed_run_start + bypassed_run_len == b)
+          bypassed_run_len++;
+        else {
+          row->slow_writes += bypassed_run_len != 0;
+          bypassed_run_start = b;
+          bypassed_run_len = 1;
+        }
+      }
+      continue;
+    }
+    /* Reads: runs of hits read flash, runs of misses read the disk. */
+    int kind = o == HIT ? 0 : 1;
+    if (kind == run_kind) {
+      run_len++;
+      continue;
+    }
+    if (run_kind == 0)
+      us += hc_timing_model_io (s->nand, false, run_start * bs, run_len * bs);
+    else if (run_kind == 1) {
+      us += hc_timing_model_io (s->hdd, false, run_start * bs, run_len * bs);
+      row->slow_reads++;
+    }
+    run_kind = kind;
+    run_start = b;
+    run_len = 1;
+  }
+  row->slow_writes += bypassed_run_len != 0;
+  if (!write) {
+    if (run_kind == 0)
+      us += hc_timing_model_io (s->nand, false, run_start * bs, run_len * bs);
+    else if (run_kind == 1) {
+      us += hc_timing_model_io (s->hdd, false, run_start * bs, run_len * bs);
+      row->slow_reads++;
+    }
+    note_latency (s, us);
+  }
+}
+
+static void
+sim_finish (struct sim *s)
+{
+  struct hc_replay_row *row = &s->row;
+  uint64_t target = row->read_requests - row->read_requests / 100, seen = 0;
+
+  row->mean_read_latency_us = row->read_requests ? s->lat_sum / row->read_requests : 0;
+  row->p99_read_latency_us = 0;
+  for (unsigned i = 0; i < FINE_BUCKETS && row->read_requests; i++) {
+    seen += s->fine[i];
+    if (seen >= target && seen) {
+      row->p99_read_latency_us = exp2 ((double) (i + 1) / FINE_PER_OCTAVE);
+      break;
+    }
+  }
+}
+
+static void
+sim_free (struct sim *s)
+{
+  if (s->is_belady) {
+    hc_u64map_free (&s->bel.in);
+    free (s->bel.heap);
+  } else {
+    hc_dir_fini (&s->dir);
+  }
+  hc_timing_model_free (s->hdd);
+  hc_timing_model_free (s->nand);
+}
+
+/* ---------------------------------------------------------------------------
+ * The driver.
+ */
+
+/* Parses a size: "5%" of the footprint, "64M" bytes, "10000" blocks. */
+static int
+parse_size (const char *spec, uint64_t footprint, uint32_t bs, uint64_t *blocks)
+{
+  char *end;
+  double v = strtod (spec, &end);
+
+  if (end == spec || v < 0 || !isfinite (v))
+    return -EINVAL;
+  switch (*end) {
+  case '%':
+    if (end[1] || v > 100)
+      return -EINVAL;
+    *blocks = (uint64_t) (footprint * v / 100.0 + 1e-9);
+    return 0;
+  case '\0':
+    if (v != floor (v))
+      return -EINVAL;
+    *blocks = (uint64_t) v;
+    return 0;
+  default: {
+    unsigned shift = 0;
+    switch (*end) {
+    case 'k': case 'K': shift = 10; break;
+    case 'm': case 'M': shift = 20; break;
+    case 'g': case 'G': shift = 30; break;
+    case 't': case 'T': shift = 40; break;
+    default: return -EINVAL;
+    }
+    if (end[1] && strcmp (end + 1, "B") && strcmp (end + 1, "iB"))
+      return -EINVAL;
+    *blocks = (uint64_t) (v * (double) (UINT64_C (1) << shift)) / bs;
+    return 0;
+  }
+  }
+}
+
+/* A worker of pass 2: reads the trace on its own handle and feeds the
+ * simulators first, first + stride, … (and, if some thread could not be
+ * started, those of workers extra_first … extra_end − 1 too).  Each has its
+ * own rules (classification memoises) and its own sequential detection;
+ * the next-use array is shared, read-only. */
+#define MAX_WORKERS 16
+
+struct worker {
+  const char *path;
+  const struct hc_trace_opts *topts;
+  hc_trace *t; /* worker 0: the driver's, rewound; others open their own */
+  struct sim *sims;
+  size_t nsims, stride, first, extra_first, extra_end;
+  hc_rules *rules[HC_STRATEGY_COUNT], *own_rules[HC_STRATEGY_COUNT];
+  const uint64_t *next_uses;
+  uint32_t bs;
+  uint64_t requests;
+  const struct hc_replay_config *cfg; /* worker 0: reports progress */
+  pthread_t tid;
+  int rc;
+  char why[256];
+};
+
+static bool
+worker_has (const struct worker *w, size_t i)
+{
+  size_t owner = i % w->stride;
+  return owner == w->first || (owner >= w->extra_first && owner < w->extra_end);
+}
+
+static void *
+worker_main (void *arg)
+{
+  struct worker *w = arg;
+  hc_trace *t = w->t;
+  struct hc_trace_req q;
+  struct hc_seq seq = { 0 }; /* sequential runs: the same for every simulator */
+  uint64_t done = 0, access_index = 0;
+  const uint64_t step = w->requests / 200 + 1;
+  int rc;
+
+  if (!t && (rc = hc_trace_open (w->path, w->topts, &t, w->why, sizeof w->why)) < 0) {
+    w->rc = rc;
+    return NULL;
+  }
+  while ((rc = hc_trace_next (t, &q)) == 1) {
+    struct hc_hint h[HC_STRATEGY_COUNT] = { { 0 } };
+    for (unsigned st = HC_STRATEGY_PROCESS; st < HC_STRATEGY_COUNT; st++)
+      if (w->rules[st])
+        h[st] = hc_rules_classify (w->rules[st], &q, t);
+    const uint64_t *next = NULL;
+    bool accesses = (q.op == HC_TOP_READ || q.op == HC_TOP_WRITE) && q.length;
+    bool is_seq = accesses && hc_seq_update (&seq, NULL, q.offset, q.length, SEQ_CUTOFF);
+    if (w->next_uses && accesses)
+      next = w->next_uses + access_index;
+    for (size_t i = 0; i < w->nsims; i++)
+      if (worker_has (w, i))
+        sim_request (&w->sims[i], &q, h[w->sims[i].strategy_index], next, w->bs, is_seq);
+    if (accesses)
+      access_index += (q.offset + q.length - 1) / w->bs - q.offset / w->bs + 1;
+    if (w->cfg && w->cfg->progress && ++done % step == 0)
+      w->cfg->progress (w->cfg->progress_arg, (double) done / w->requests);
+  }
+  if (rc < 0) {
+    w->rc = rc;
+    snprintf (w->why, sizeof w->why, "%s", hc_trace_error (t));
+  } else if (w->cfg && w->cfg->progress)
+    w->cfg->progress (w->cfg->progress_arg, 1.0);
+  if (t != w->t)
+    hc_trace_close (t);
+  return NULL;
+}
+
+/* Pass 1. */
+struct counts {
+  struct hc_replay_summary sum;
+  uint64_t max_end;
+  uint64_t *blocks; /* every access's block, when next uses are needed */
+  size_t nblocks, capblocks;
+};
+
+static int
+count_pass (hc_trace *t, uint32_t bs, bool want_blocks, struct counts *k, char *why, size_t whylen)
+{
+  struct hc_blockset seen = { 0 };
+  struct hc_trace_req q;
+  int rc;
+
+  while ((rc = hc_trace_next (t, &q)) == 1) {
+    k->sum.requests++;
+    switch (q.op) {
+    case HC_TOP_READ: k->sum.reads++; break;
+    case HC_TOP_WRITE: k->sum.writes++; break;
+    case HC_TOP_DISCARD: k->sum.discards++; break;
+    default: k->sum.flushes++; break;
+    }
+    if ((q.op != HC_TOP_READ && q.op != HC_TOP_WRITE) || q.length == 0)
+      continue;
+    if (q.offset + q.length > k->max_end)
+      k->max_end = q.offset + q.length;
+    for (uint64_t b = q.offset / bs; b <= (q.offset + q.length - 1) / bs; b++) {
+      k->sum.block_accesses++;
+      if (hc_blockset_add (&seen, b) < 0)
+        goto nomem;
+      if (want_blocks) {
+        if (k->nblocks == k->capblocks) {
+          size_t ncap = k->capblocks ? k->capblocks * 2 : 1 << 16;
+          uint64_t *nb = realloc (k->blocks, ncap * sizeof *nb);
+          if (!nb)
+            goto nomem;
+          k->blocks = nb;
+          k->capblocks = ncap;
+        }
+        k->blocks[k->nblocks++] = b;
+      }
+    }
+  }
+  k->sum.footprint_blocks = seen.n;
+  hc_blockset_free (&seen);
+  if (rc < 0)
+    snprintf (why, whylen, "%s", hc_trace_error (t));
+  return rc;
+nomem:
+  hc_blockset_free (&seen);
+  snprintf (why, whylen, "out of memory counting the trace");
+  return -ENOMEM;
+}
+
+/* Replaces each access's block by the index of its next use (or INF),
+ * walking backwards. */
+static int
+next_uses (uint64_t *blocks, size_t n)
+{
+  struct hc_u64map last = { 0 };
+  for (size_t i = n; i-- > 0;) {
+    uint64_t b = blocks[i], *v = hc_u64map_get (&last, b);
+    uint64_t nxt = v ? *v : INF;
+    if (hc_u64map_put (&last, b, i) < 0) {
+      hc_u64map_free (&last);
+      return -ENOMEM;
+    }
+    blocks[i] = nxt;
+  }
+  hc_u64map_free (&last);
+  return 0;
+}
+
+int
+hc_replay_run (const char *path, const struct hc_trace_opts *topts,
+               const struct hc_replay_config *cfg, struct hc_replay_row **rows_out,
+               size_t *nrows_out, struct hc_replay_summary *summary, char *why, size_t whylen)
+{
+  const uint32_t bs = cfg->block_size ? cfg->block_size : 4096;
+  struct counts k = { 0 };
+  struct sim *sims = NULL;
+  size_t nsims = 0;
+  hc_trace *t = NULL;
+  hc_rules *own_rules[HC_STRATEGY_COUNT] = { 0 };
+  hc_rules *rules[HC_STRATEGY_COUNT] = { 0 };
+  bool want_belady = false, want_oracle = false;
+  int policy_ids[16];
+  size_t npol = 0;
+  int rc;
+  char dummy[8];
+
+  if (!why) {
+    why = dummy;
+    whylen = sizeof dummy;
+  }
+  why[0] = '\0';
+  if (bs < 512 || (bs & (bs - 1))) {
+    snprintf (why, whylen, "block size %u: a power of two, at least 512", bs);
+    return -EINVAL;
+  }
+  for (size_t i = 0; i < cfg->npolicies; i++) {
+    if (strcmp (cfg->policies[i], BELADY_POLICY) == 0) {
+      want_belady = true;
+      continue;
+    }
+    int id = hc_policy_find (cfg->policies[i]);
+    if (id < 0 || npol == 16) {
+      snprintf (why, whylen, "unknown policy '%s' (policies: hintaware, lru, s3fifo, fifo, arc, "
+                "belady)", cfg->policies[i]);
+      return -EINVAL;
+    }
+    policy_ids[npol++] = id;
+  }
+  for (size_t i = 0; i < cfg->nstrategies; i++) {
+    enum hc_strategy s = cfg->strategies[i];
+    if ((unsigned) s >= HC_STRATEGY_COUNT)
+      return -EINVAL;
+    if (s == HC_STRATEGY_ORACLE) {
+      want_oracle = true;
+      continue;
+    }
+    if (!(rules[s] = cfg->rules[s])) {
+      struct hc_parse_error err;
+      if ((rc = hc_rules_new (s, NULL, &own_rules[s], &err)) < 0) {
+        snprintf (why, whylen, "built-in %s rules, line %u: %s", hc_strategy_name (s), err.line,
+                  err.msg);
+        goto out;
+      }
+      rules[s] = own_rules[s];
+    }
+  }
+
+  pthread_once (&fine_once, init_fine_bounds);
+  if ((rc = hc_trace_open (path, topts, &t, why, whylen)) < 0)
+    goto out;
+  if ((rc = count_pass (t, bs, want_belady || want_oracle, &k, why, whylen)) < 0)
+    goto out;
+  k.sum.skipped_lines = hc_trace_skipped (t, &k.sum.first_bad_line);
+  k.sum.format = hc_trace_get_format (t);
+  if (k.blocks && (rc = next_uses (k.blocks, k.nblocks)) < 0) {
+    snprintf (why, whylen, "out of memory computing next uses");
+    goto out;
+  }
+
+  /* The grid. */
+  size_t nstrat = 0;
+  for (size_t i = 0; i < cfg->nstrategies; i++)
+    nstrat += cfg->strategies[i] != HC_STRATEGY_ORACLE;
+  size_t max = cfg->nsizes * (nstrat * npol + 2);
+  if (!(sims = calloc (max ? max : 1, sizeof *sims))) {
+    rc = -ENOMEM;
+    goto out;
+  }
+  struct hc_timing_params hp, np;
+  hc_timing_defaults (&hp, true);
+  hc_timing_defaults (&np, false);
+  for (size_t z = 0; z < cfg->nsizes; z++) {
+    uint64_t blocks;
+    if (parse_size (cfg->sizes[z], k.sum.footprint_blocks, bs, &blocks) < 0) {
+      snprintf (why, whylen, "'%s' is not a cache size (blocks, bytes like 64M, or a percentage "
+                "of the footprint like 5%%)", cfg->sizes[z]);
+      rc = -EINVAL;
+      goto out;
+    }
+    if (blocks == 0 || blocks >= (1u << 31)) {
+      snprintf (why, whylen, "cache size '%s' is %llu blocks: it must be 1 … 2^31", cfg->sizes[z],
+                (unsigned long long) blocks);
+      rc = -EINVAL;
+      goto out;
+    }
+    for (size_t g = 0; g < cfg->nstrategies + 2; g++) {
+      /* g < nstrategies: each non-oracle strategy × engine policy; then
+       * belady; then oracle. */
+      bool is_bel = g >= cfg->nstrategies;
+      if (g < cfg->nstrategies && cfg->strategies[g] == HC_STRATEGY_ORACLE)
+        continue;
+      if ((g == cfg->nstrategies && !want_belady) || (g == cfg->nstrategies + 1 && !want_oracle))
+        continue;
+      size_t np2 = is_bel ? 1 : npol;
+      for (size_t p = 0; p < np2; p++) {
+        struct sim *s = &sims[nsims++];
+        s->is_belady = is_bel;
+        s->row.cache_blocks = blocks;
+        if (is_bel) {
+          bool oracle = g == cfg->nstrategies + 1;
+          s->row.strategy = oracle ? HC_STRATEGY_ORACLE : HC_STRATEGY_NONE;
+          snprintf (s->row.policy, sizeof s->row.policy, "%s", BELADY_POLICY);
+          s->bel.cap = blocks;
+          s->bel.bypass = oracle;
+        } else {
+          s->row.strategy = cfg->strategies[g];
+          snprintf (s->row.policy, sizeof s->row.policy, "%s", hc_policy_name_of (policy_ids[p]));
+          if ((rc = hc_dir_init (&s->dir, (uint32_t) blocks, (unsigned) policy_ids[p], cfg->classes,
+                                 false)) < 0) {
+            nsims--;
+            snprintf (why, whylen, "no memory for a %llu-block cache", (unsigned long long) blocks);
+            goto out;
+          }
+        }
+        s->strategy_index = s->row.strategy;
+        if ((rc = hc_timing_model_new (&hp, k.max_end ? k.max_end : 1, &s->hdd)) < 0
+            || (rc = hc_timing_model_new (&np, (uint64_t) blocks * bs, &s->nand)) < 0)
+          goto out;
+      }
+    }
+  }
+
+  /* Pass 2, the simulators shared out over workers. */
+  if ((rc = hc_trace_rewind (t)) < 0) {
+    snprintf (why, whylen, "rewinding the trace: %s", hc_trace_error (t));
+    goto out;
+  }
+  {
+    long cpus = sysconf (_SC_NPROCESSORS_ONLN);
+    size_t nw = cfg->threads ? cfg->threads : cpus > 0 ? (size_t) cpus : 1;
+    if (nw > nsims)
+      nw = nsims ? nsims : 1;
+    if (nw > MAX_WORKERS)
+      nw = MAX_WORKERS;
+    if (strcmp (path, "-") == 0)
+      nw = 1; /* standard input is read once */
+    struct worker w[MAX_WORKERS];
+    memset (w, 0, sizeof w);
+    for (size_t i = 0; i < nw; i++) {
+      w[i] = (struct worker) { .path = path, .topts = topts, .t = i == 0 ? t : NULL,
+                               .sims = sims, .nsims = nsims, .stride = nw, .first = i,
+                               .next_uses = k.blocks, .bs = bs, .requests = k.sum.requests,
+                               .cfg = i == 0 ? cfg : NULL };
+      for (unsigned st = 0; st < HC_STRATEGY_COUNT && rc == 0; st++)
+        if (rules[st]) {
+          if (i == 0)
+            w[i].rules[st] = rules[st];
+          else if ((rc = hc_rules_copy (rules[st], &w[i].own_rules[st])) == 0)
+            w[i].rules[st] = w[i].own_rules[st];
+        }
+    }
+    size_t started = 1;
+    for (; rc == 0 && started < nw; started++)
+      if (pthread_create (&w[started].tid, NULL, worker_main, &w[started]) != 0)
+        break; /* fewer workers: this one's simulators go to worker 0 */
+    w[0].extra_first = started;
+    w[0].extra_end = rc == 0 ? nw : 0;
+    if (rc == 0)
+      worker_main (&w[0]);
+    for (size_t i = 1; i < started; i++)
+      pthread_join (w[i].tid, NULL);
+    for (size_t i = 0; i < nw; i++) {
+      if (rc == 0 && w[i].rc < 0) {
+        rc = w[i].rc;
+        snprintf (why, whylen, "%s", w[i].why);
+      }
+      for (unsigned st = 0; st < HC_STRATEGY_COUNT; st++)
+        hc_rules_free (w[i].own_rules[st]);
+    }
+    if (rc < 0)
+      goto out;
+  }
+
+  {
+    struct hc_replay_row *rows = calloc (nsims ? nsims : 1, sizeof *rows);
+    if (!rows) {
+      rc = -ENOMEM;
+      goto out;
+    }
+    for (size_t i = 0; i < nsims; i++) {
+      sim_finish (&sims[i]);
+      rows[i] = sims[i].row;
+    }
+    *rows_out = rows;
+    *nrows_out = nsims;
+    if (summary)
+      *summary = k.sum;
+    rc = 0;
+  }
+out:
+  for (size_t i = 0; i < nsims; i++)
+    sim_free (&sims[i]);
+  free (sims);
+  free (k.blocks);
+  hc_trace_close (t);
+  for (unsigned s = 0; s < HC_STRATEGY_COUNT; s++)
+    hc_rules_free (own_rules[s]);
+  return rc;
+}

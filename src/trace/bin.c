@@ -1,0 +1,362 @@
+/* hintcache's binary trace form: every field of struct hc_trace_req, fixed
+ * size records, strings defined inline, little-endian throughout.
+ *
+ * Layout:
+ *
+ *   header, 16 bytes
+ *      0  8  magic "HCTRACE1"
+ *      8  4  u32 version (1)
+ *     12  2  u16 size of a request record (48)
+ *     14  2  u16 reserved, 0
+ *
+ *   then records, each opening with a one-byte tag:
+ *
+ *   request (tag 1), 48 bytes
+ *      0  1  tag            1  1  op            2  1  label
+ *      3  1  ioprio_class   4  1  ioprio_level  5  1  reserved, 0
+ *      6  2  ioprio_hint    8  2  rwbs         10  2  reserved, 0
+ *     12  4  pid           16  8  ts_ns        24  8  offset
+ *     32  8  length        40  4  comm id      44  4  object id
+ *
+ *   string definition (tag 2), 8 + len bytes
+ *      0  1  tag            1  1  reserved, 0   2  2  len (1 … 65535)
+ *      4  4  id             8  len  the bytes (no NUL among them)
+ *
+ *   end (tag 3), 16 bytes
+ *      0  1  tag            1  7  reserved, 0   8  8  number of requests
+ *
+ * String ids are dense: the n-th definition defines id n, and it comes
+ * before the first request that uses it; id 0 is "none".  So both sides
+ * stream: the writer emits a definition the first time it meets a string,
+ * the reader interns definitions as they come and maps file ids to its own
+ * through an array.  The end record makes truncation visible (a file that
+ * stops without it is -EIO, as is anything after it) and checks the count.
+ *
+ * Speed: requests are decoded straight out of the 1 MiB input buffer with
+ * fixed offsets, so reading costs a few loads and a range check per record;
+ * definitions are rare.  A request whose values are out of range (an op or
+ * label that does not exist, an undefined string id) is a malformed record,
+ * skipped or, under strict, an error; an unknown tag or a cut record is
+ * corruption (-EIO), as records can no longer be told apart.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "trace_priv.h"
+#include "util.h"
+
+#define MAGIC "HCTRACE1"
+#define VERSION 1
+#define HEADER 16
+#define REQ 48
+#define DEF 8
+#define END 16
+
+enum { TAG_REQ = 1, TAG_DEF = 2, TAG_END = 3 };
+
+/* True if the input starts with the header. */
+static int
+bin_probe (struct hc_trace *t, const unsigned char *head, size_t len, bool whole, int64_t size)
+{
+  (void) t;
+  (void) whole;
+  (void) size;
+  return len >= HEADER && memcmp (head, MAGIC, 8) == 0 ? 100 : 0;
+}
+
+/* Forgets the file's string ids (the reader's own stay). */
+static void
+bin_reset (struct hc_trace *t)
+{
+  t->bin_started = t->bin_ended = false;
+  t->bin_nmap = 0;
+  t->bin_count = 0;
+}
+
+/* Reads and checks the header. */
+static int
+bin_header (struct hc_trace *t)
+{
+  const unsigned char *p;
+  long have = hc_trace_fill (t, HEADER);
+
+  if (have < 0)
+    return (int) have;
+  p = (const unsigned char *) t->buf + t->pos;
+  if (have < HEADER || memcmp (p, MAGIC, 8) != 0)
+    return hc_trace_fail (t, -EINVAL, "not a bin trace: no HCTRACE1 header");
+  if (hc_ld32 (p + 8) != VERSION)
+    return hc_trace_fail (t, -EINVAL, "bin trace version %u, this reader knows %u",
+                          hc_ld32 (p + 8), VERSION);
+  if (hc_ld16 (p + 12) != REQ)
+    return hc_trace_fail (t, -EINVAL, "bin trace request size %u, expected %u", hc_ld16 (p + 12),
+                          REQ);
+  t->pos += HEADER;
+  t->bin_started = true;
+  return 0;
+}
+
+/* Reads a string definition at the current position. */
+static int
+bin_def (struct hc_trace *t)
+{
+  const unsigned char *p;
+  uint32_t len, id, local;
+  long have = hc_trace_fill (t, DEF);
+  int rc;
+
+  if (have < 0)
+    return (int) have;
+  if (have < DEF)
+    return hc_trace_fail (t, -EIO, "truncated bin trace: cut string definition");
+  p = (const unsigned char *) t->buf + t->pos;
+  len = hc_ld16 (p + 2);
+  id = hc_ld32 (p + 4);
+  if ((have = hc_trace_fill (t, DEF + len)) < 0)
+    return (int) have;
+  if (have < DEF + len)
+    return hc_trace_fail (t, -EIO, "truncated bin trace: cut string definition");
+  p = (const unsigned char *) t->buf + t->pos;
+  if (!len || id != t->bin_nmap + 1 || memchr (p + DEF, '\0', len))
+    return hc_trace_fail (t, -EIO, "corrupt bin trace: bad string definition %u at record %llu",
+                          id, (unsigned long long) t->lineno + 1);
+  if ((rc = hc_trace_intern (t, (const char *) p + DEF, len, &local)) < 0)
+    return hc_trace_fail (t, rc, "out of memory");
+  if (t->bin_nmap + 1 >= t->bin_mapcap) {
+    uint32_t cap = t->bin_mapcap ? t->bin_mapcap * 2 : 256;
+    uint32_t *m = realloc (t->bin_map, cap * sizeof *m);
+    if (!m)
+      return hc_trace_fail (t, -ENOMEM, "out of memory");
+    t->bin_map = m;
+    t->bin_mapcap = cap;
+  }
+  t->bin_map[0] = 0;
+  t->bin_map[++t->bin_nmap] = local;
+  t->pos += DEF + len;
+  t->lineno++;
+  return 0;
+}
+
+/* Reads the end record and checks that nothing follows. */
+static int
+bin_end (struct hc_trace *t)
+{
+  const unsigned char *p;
+  long have = hc_trace_fill (t, END);
+
+  if (have < 0)
+    return (int) have;
+  if (have < END)
+    return hc_trace_fail (t, -EIO, "truncated bin trace: cut end record");
+  p = (const unsigned char *) t->buf + t->pos;
+  if (hc_ld64 (p + 8) != t->bin_count)
+    return hc_trace_fail (t, -EIO,
+                          "corrupt bin trace: %llu requests read, the end record says %llu",
+                          (unsigned long long) t->bin_count, (unsigned long long) hc_ld64 (p + 8));
+  t->pos += END;
+  t->lineno++;
+  if ((have = hc_trace_fill (t, 1)) < 0)
+    return (int) have;
+  if (have)
+    return hc_trace_fail (t, -EIO, "corrupt bin trace: data after the end record");
+  t->bin_ended = true;
+  return 0;
+}
+
+/* Reads the next request. */
+static int
+bin_next (struct hc_trace *t, struct hc_trace_req *r)
+{
+  int rc;
+
+  if (!t->bin_started && (rc = bin_header (t)) < 0)
+    return rc;
+  for (;;) {
+    const unsigned char *p;
+    uint32_t comm, object;
+
+    if (t->bin_ended)
+      return 0;
+    if (t->fill - t->pos < REQ) {
+      long have = hc_trace_fill (t, REQ);
+      if (have < 0)
+        return (int) have;
+      if (have == 0)
+        return hc_trace_fail (t, -EIO, "truncated bin trace: no end record");
+    }
+    p = (const unsigned char *) t->buf + t->pos;
+    if (p[0] == TAG_DEF) {
+      if ((rc = bin_def (t)) < 0)
+        return rc;
+      continue;
+    }
+    if (p[0] == TAG_END) {
+      if ((rc = bin_end (t)) < 0)
+        return rc;
+      return 0;
+    }
+    if (p[0] != TAG_REQ)
+      return hc_trace_fail (t, -EIO, "corrupt bin trace: unknown record tag %u at record %llu",
+                            p[0], (unsigned long long) t->lineno + 1);
+    if (t->fill - t->pos < REQ)
+      return hc_trace_fail (t, -EIO, "truncated bin trace: cut request record");
+    t->pos += REQ;
+    t->lineno++;
+    t->bin_count++;
+    r->op = p[1];
+    r->label = p[2];
+    r->ioprio_class = p[3];
+    r->ioprio_level = p[4];
+    r->ioprio_hint = hc_ld16 (p + 6);
+    r->rwbs = hc_ld16 (p + 8);
+    r->pid = hc_ld32 (p + 12);
+    r->ts_ns = hc_ld64 (p + 16);
+    r->offset = hc_ld64 (p + 24);
+    r->length = hc_ld64 (p + 32);
+    comm = hc_ld32 (p + 40);
+    object = hc_ld32 (p + 44);
+    /* One test covers every field a writer could not have produced. */
+    if (r->op > HC_TOP_FLUSH || r->label >= HC_LABEL_COUNT || r->ioprio_class > 3
+        || r->ioprio_level > 7 || r->ioprio_hint > 1023 || r->rwbs > 0x1f || comm > t->bin_nmap
+        || object > t->bin_nmap) {
+      hc_trace_bad (t, "field out of range or undefined string id");
+      if ((rc = hc_trace_malformed (t)) < 0)
+        return rc;
+      continue;
+    }
+    r->comm = comm ? t->bin_map[comm] : 0;
+    r->object = object ? t->bin_map[object] : 0;
+    return 1;
+  }
+}
+
+/* Writes the header. */
+static int
+bin_wopen (struct hc_trace_writer *w)
+{
+  unsigned char h[HEADER] = { 0 };
+
+  memcpy (h, MAGIC, 8);
+  hc_st32 (h + 8, VERSION);
+  hc_st16 (h + 12, REQ);
+  return hc_trace_wput (w, h, HEADER);
+}
+
+/* The file's id of a string (0 for none or ""), defining it on first use. */
+static int
+bin_define (struct hc_trace_writer *w, const char *text, uint32_t *fid)
+{
+  size_t len = text ? strlen (text) : 0;
+  bool added;
+  int rc;
+
+  *fid = 0;
+  if (!len)
+    return 0;
+  if (len > UINT16_MAX)
+    return -ENAMETOOLONG;
+  if ((rc = hc_trace_strtab_intern (&w->strs, text, len, fid, &added)) < 0)
+    return rc;
+  if (added) {
+    unsigned char d[DEF] = { TAG_DEF };
+    hc_st16 (d + 2, (uint16_t) len);
+    hc_st32 (d + 4, *fid);
+    if ((rc = hc_trace_wput (w, d, DEF)) < 0 || (rc = hc_trace_wput (w, text, len)) < 0)
+      return rc;
+  }
+  return 0;
+}
+
+/* Maps src's string id to the file's, defining it on first use. */
+static int
+bin_string (struct hc_trace_writer *w, const struct hc_trace *src, uint32_t id, uint32_t *fid)
+{
+  int rc;
+
+  *fid = 0;
+  if (!src || !id)
+    return 0;
+  /* The cache is per reader: ids mean nothing across readers. */
+  if (src->serial != w->src_serial) {
+    if (w->src_mapcap)
+      memset (w->src_map, 0, w->src_mapcap * sizeof *w->src_map);
+    w->src_serial = src->serial;
+  }
+  if (id < w->src_mapcap && w->src_map[id]) {
+    *fid = w->src_map[id] - 1;
+    return 0;
+  }
+  if ((rc = bin_define (w, hc_trace_string (src, id), fid)) < 0)
+    return rc;
+  if (id >= w->src_mapcap) {
+    size_t cap = w->src_mapcap ? w->src_mapcap : 256;
+    uint32_t *m;
+    while (cap <= id)
+      cap *= 2;
+    if (!(m = realloc (w->src_map, cap * sizeof *m)))
+      return -ENOMEM;
+    memset (m + w->src_mapcap, 0, (cap - w->src_mapcap) * sizeof *m);
+    w->src_map = m;
+    w->src_mapcap = cap;
+  }
+  w->src_map[id] = *fid + 1;
+  return 0;
+}
+
+/* Appends a request (after the definitions of its new strings). */
+static int
+bin_write (struct hc_trace_writer *w, const struct hc_trace_req *r, const struct hc_trace *src,
+           const char *comm_text, const char *object_text)
+{
+  unsigned char rec[REQ] = { TAG_REQ };
+  uint32_t comm, object;
+  int rc;
+
+  /* comm before object: the order a text reader interns them in, so a
+   * converted file reads back with the same ids. */
+  if ((rc = src ? bin_string (w, src, r->comm, &comm) : bin_define (w, comm_text, &comm)) < 0
+      || (rc = src ? bin_string (w, src, r->object, &object)
+                   : bin_define (w, object_text, &object)) < 0)
+    return rc;
+  rec[1] = r->op;
+  rec[2] = r->label;
+  rec[3] = r->ioprio_class;
+  rec[4] = r->ioprio_level;
+  hc_st16 (rec + 6, r->ioprio_hint);
+  hc_st16 (rec + 8, r->rwbs);
+  hc_st32 (rec + 12, r->pid);
+  hc_st64 (rec + 16, r->ts_ns);
+  hc_st64 (rec + 24, r->offset);
+  hc_st64 (rec + 32, r->length);
+  hc_st32 (rec + 40, comm);
+  hc_st32 (rec + 44, object);
+  if ((rc = hc_trace_wput (w, rec, REQ)) < 0)
+    return rc;
+  w->count++;
+  return 0;
+}
+
+/* Writes the end record and flushes. */
+static int
+bin_wclose (struct hc_trace_writer *w)
+{
+  unsigned char e[END] = { TAG_END };
+  int rc;
+
+  hc_st64 (e + 8, w->count);
+  if ((rc = hc_trace_wput (w, e, END)) < 0)
+    return rc;
+  return hc_trace_wflush (w);
+}
+
+const struct hc_trace_fmt hc_trace_fmt_bin = {
+  .name = "bin",
+  .format = HC_TRACE_BIN,
+  .probe = bin_probe,
+  .reset = bin_reset,
+  .next = bin_next,
+  .wopen = bin_wopen,
+  .write = bin_write,
+  .wclose = bin_wclose,
+};

@@ -1,0 +1,280 @@
+/* Trace readers and writers: the state they share and the ops table each
+ * format fills in.
+ *
+ *   trace.c     opening (plain or gzip through zlib), format detection, the
+ *               buffered input and its line reader, string interning,
+ *               malformed-line accounting, rewind, names, and the writer door
+ *   csv.c       hintcache's labeled CSV (RFC 4180 quoting)
+ *   blkparse.c  blkparse's default text output (Q events)
+ *   ftrace.c    block_rq_issue events (trace-cmd report or tracefs text)
+ *   msr.c       MSR Cambridge CSV
+ *   oracle.c    libCacheSim oracleGeneral (reader, and a writer that holds
+ *               the trace in memory to compute next-access times)
+ *   bin.c       hintcache's own binary form (reader and streaming writer)
+ *
+ * Text formats supply `parse`, which turns one line (NUL-terminated, the
+ * newline and a trailing CR removed, writable in place) into a request; the
+ * core runs the line loop, so line numbers, the line-length bound and the
+ * malformed-line accounting live in one place.  Binary formats supply `next`
+ * and read the input buffer directly.  `probe` looks at the first bytes
+ * (decompressed) and says how sure it is that they are in its format.
+ */
+#ifndef HC_TRACE_PRIV_H
+#define HC_TRACE_PRIV_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <zlib.h>
+
+#include "hintcache/trace.h"
+
+/* Input is read in chunks of this size; binary readers parse straight out
+ * of it, so a record costs no system call. */
+#define HC_TRACE_BUF ((size_t) 1 << 20)
+/* The longest text line accepted; a longer one is malformed. */
+#define HC_TRACE_LINE_MAX 16384
+/* The least of the input read before detection looks at it. */
+#define HC_TRACE_HEAD ((size_t) 64 << 10)
+/* How many lines a text probe parses at most. */
+#define HC_TRACE_PROBE_LINES 64
+
+/* What a text parser says about a line. */
+enum {
+  HC_LINE_REQ = 1,   /* a request: *r is filled */
+  HC_LINE_OTHER = 0, /* a valid line of this format that is not a request */
+  HC_LINE_EMPTY = 2, /* blank, comment or summary: no evidence either way */
+  /* malformed lines return -EINVAL through hc_trace_bad */
+};
+
+/* Interned strings: id → text, and a hash index text → id.  Id 0 is the
+ * empty string; texts live in an arena so pointers stay put as it grows. */
+struct hc_trace_strtab {
+  const char **text; /* [id] */
+  uint32_t *len;     /* [id] */
+  uint32_t *hash;    /* [id]: low bits of the hash, kept for rehashing */
+  uint32_t n;        /* ids in use, counting id 0 */
+  uint32_t cap;
+  uint32_t *slot;    /* index: an id, 0 = empty */
+  size_t nslot;      /* a power of two */
+  char **blocks;     /* the arena */
+  size_t nblocks;
+  size_t block_left;
+  char *block_pos;
+};
+
+struct hc_trace_writer;
+
+/* One trace format. */
+struct hc_trace_fmt {
+  const char *name;
+  enum hc_trace_format format;
+  /* How sure (0 = not this format, higher = surer) that head[len], the
+   * start of the decompressed input (`whole` if that is all of it; `size`
+   * the input's size if known, else -1), is in this format. */
+  int (*probe) (struct hc_trace *t, const unsigned char *head, size_t len, bool whole,
+                int64_t size);
+  /* Optional: clears per-read state (at open and at rewind). */
+  void (*reset) (struct hc_trace *t);
+  /* Text formats: parses one line (HC_LINE_* or -EINVAL via hc_trace_bad). */
+  int (*parse) (struct hc_trace *t, char *line, size_t len, struct hc_trace_req *r);
+  /* Binary formats: the next request, as hc_trace_next. */
+  int (*next) (struct hc_trace *t, struct hc_trace_req *r);
+  /* Writable formats: writes the header, appends a request, finishes. */
+  int (*wopen) (struct hc_trace_writer *w);
+  /* Strings come from src by id, or (src NULL) as the texts comm and
+   * object (NULL for none). */
+  int (*write) (struct hc_trace_writer *w, const struct hc_trace_req *r,
+                const struct hc_trace *src, const char *comm, const char *object);
+  int (*wclose) (struct hc_trace_writer *w);
+};
+
+extern const struct hc_trace_fmt hc_trace_fmt_csv;
+extern const struct hc_trace_fmt hc_trace_fmt_blkparse;
+extern const struct hc_trace_fmt hc_trace_fmt_ftrace;
+extern const struct hc_trace_fmt hc_trace_fmt_msr;
+extern const struct hc_trace_fmt hc_trace_fmt_oracle;
+extern const struct hc_trace_fmt hc_trace_fmt_bin;
+
+struct hc_trace {
+  const struct hc_trace_fmt *fmt;
+  struct hc_trace_opts opts;
+  gzFile gz;
+  bool is_stdin;   /* cannot be rewound */
+  uint64_t serial; /* tells readers apart in writers' id caches */
+
+  /* The input buffer: bytes [pos, fill) are unread; buf[HC_TRACE_BUF] is
+   * room for the NUL that ends a last line without a newline. */
+  char *buf;
+  size_t pos, fill;
+  bool eof;
+
+  uint64_t lineno;        /* lines (text) or records (binary) consumed */
+  uint64_t skipped;       /* malformed ones skipped */
+  uint64_t first_skipped; /* 1-based number of the first, 0 if none */
+  int status;             /* a sticky error, 0 if none */
+  bool probing;           /* parsing for detection: intern nothing */
+  char reason[160];       /* why the last malformed line was rejected */
+  char err[320];
+  char *scratch;          /* a line copy for probing */
+
+  struct hc_trace_strtab strs;
+
+  /* Per-format state, cleared by the format's reset. */
+  bool blk_summary;    /* blkparse: inside the closing summary */
+  bool msr_started;    /* msr: msr_first is set */
+  uint64_t msr_first;  /* msr: the first timestamp, 100 ns units */
+  bool bin_started;    /* bin: the header has been read */
+  bool bin_ended;      /* bin: the end record has been read */
+  uint32_t *bin_map;   /* bin: file string id → reader id */
+  uint32_t bin_nmap, bin_mapcap;
+  uint64_t bin_count;  /* bin: request records read */
+};
+
+struct hc_trace_writer {
+  const struct hc_trace_fmt *fmt;
+  int fd;
+  bool own_fd;        /* false for standard output */
+  int err;            /* the first error, sticky */
+  uint32_t block_size;
+  unsigned char *buf; /* output buffer */
+  size_t len;
+  uint64_t count;     /* requests (bin) or records (oracle) so far */
+
+  /* bin: the file's strings, and a cache src id → file id + 1 for `src`. */
+  struct hc_trace_strtab strs;
+  uint64_t src_serial;
+  uint32_t *src_map;
+  size_t src_mapcap;
+
+  /* oracle: the block of every record, in order. */
+  uint64_t *blocks;
+  size_t nblocks, blockcap;
+};
+
+/* Core services for the formats (trace.c). */
+
+/* Makes at least `need` (≤ HC_TRACE_BUF) unread bytes available unless the
+ * input ends first.  Returns the unread byte count or a negative errno. */
+long hc_trace_fill (struct hc_trace *t, size_t need);
+
+/* Records why the current line is malformed; returns -EINVAL. */
+int hc_trace_bad (struct hc_trace *t, const char *fmt, ...)
+    __attribute__ ((format (printf, 2, 3)));
+
+/* Counts the current line (or record) as malformed, with the reason from
+ * hc_trace_bad.  Returns 0 to go on, or -EINVAL under strict. */
+int hc_trace_malformed (struct hc_trace *t);
+
+/* Sets the error text; returns rc. */
+int hc_trace_fail (struct hc_trace *t, int rc, const char *fmt, ...)
+    __attribute__ ((format (printf, 3, 4)));
+
+/* Interns s[len] into the reader's table (0 for the empty string, and for
+ * anything while probing).  Returns 0 or -ENOMEM. */
+int hc_trace_intern (struct hc_trace *t, const char *s, size_t len, uint32_t *id);
+
+/* Scores head[len] for a text format: parses its first complete lines and
+ * returns the count of lines that were evidence for it, or 0 when there is
+ * none or malformed lines outnumber them. */
+int hc_trace_probe_text (struct hc_trace *t, const struct hc_trace_fmt *f,
+                         const unsigned char *head, size_t len, bool whole);
+
+/* Parses a kernel rwbs string.  Returns 0 (*op, *bits set), 1 for an N
+ * (no data) request (*bits set; with a leading F that is a flush), or
+ * -EINVAL. */
+int hc_trace_rwbs_parse (const char *s, uint8_t *op, uint16_t *bits);
+
+/* Fills *r from a block-layer event's rwbs and sector range (512-byte
+ * sectors; has_range false when the event printed none).  Returns
+ * HC_LINE_REQ, HC_LINE_OTHER for requests without data, or -EINVAL. */
+int hc_trace_block_req (struct hc_trace *t, struct hc_trace_req *r, const char *rwbs,
+                        uint64_t sector, uint64_t nsect, bool has_range);
+
+/* Parses "seconds[.fraction]" into ns.  Returns 0 or -EINVAL. */
+int hc_trace_parse_secs (const char *s, uint64_t *ns);
+
+/* Parses an ioprio class name (none, rt, be, idle).  Returns 0 or -EINVAL. */
+int hc_trace_class_parse (const char *s, uint8_t *cls);
+
+/* Parses the "[comm]" that ends a block-layer line (p at or before the
+ * '[') and interns the name.  Returns 0, -EINVAL or -ENOMEM. */
+int hc_trace_comm (struct hc_trace *t, char *p, uint32_t *id);
+
+/* Splits off the next blank-separated token of *p, NUL-terminating it in
+ * place; NULL when none is left. */
+char *hc_trace_token (char **p);
+
+/* The string table (trace.c), also used by the bin writer. */
+int hc_trace_strtab_intern (struct hc_trace_strtab *s, const char *text, size_t len, uint32_t *id,
+                            bool *added);
+void hc_trace_strtab_free (struct hc_trace_strtab *s);
+
+/* Appends bytes to a writer's output, writing out full buffers. */
+int hc_trace_wput (struct hc_trace_writer *w, const void *p, size_t n);
+
+/* Writes out a writer's buffered output. */
+int hc_trace_wflush (struct hc_trace_writer *w);
+
+/* Little-endian loads and stores that compile to plain moves on x86. */
+static inline uint16_t
+hc_ld16 (const unsigned char *p)
+{
+  return (uint16_t) (p[0] | p[1] << 8);
+}
+
+/* Loads a little-endian u32. */
+static inline uint32_t
+hc_ld32 (const unsigned char *p)
+{
+  uint32_t v;
+  memcpy (&v, p, 4);
+#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+  v = __builtin_bswap32 (v);
+#endif
+  return v;
+}
+
+/* Loads a little-endian u64. */
+static inline uint64_t
+hc_ld64 (const unsigned char *p)
+{
+  uint64_t v;
+  memcpy (&v, p, 8);
+#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+  v = __builtin_bswap64 (v);
+#endif
+  return v;
+}
+
+/* Stores a little-endian u16. */
+static inline void
+hc_st16 (unsigned char *p, uint16_t v)
+{
+  p[0] = (unsigned char) v;
+  p[1] = (unsigned char) (v >> 8);
+}
+
+/* Stores a little-endian u32. */
+static inline void
+hc_st32 (unsigned char *p, uint32_t v)
+{
+#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+  v = __builtin_bswap32 (v);
+#endif
+  memcpy (p, &v, 4);
+}
+
+/* Stores a little-endian u64. */
+static inline void
+hc_st64 (unsigned char *p, uint64_t v)
+{
+#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+  v = __builtin_bswap64 (v);
+#endif
+  memcpy (p, &v, 8);
+}
+
+#endif /* HC_TRACE_PRIV_H */

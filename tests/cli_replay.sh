@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# End-to-end test of the trace commands: replay (table, JSON, HTML, rules,
+# strict and lenient reading), trace stats and convert (bin and oracle
+# round trips give the same replay), and a small demo.
+set -eu
+hc=$1
+src=$3
+. "$(dirname "$0")/functions.sh"
+requires jq
+data=$src/tests/data/traces
+
+# JSON: one object per strategy × policy × size, with the fields promised.
+expect_status 0 "$hc" replay "$data/sample.csv" --cache 4,16 --strategy none,io,oracle \
+  --policy lru,hintaware --json
+n=$(echo "$out" | jq length)
+[ "$n" = 10 ] || fail "rows: $n, want 2 sizes × (2 strategies × 2 policies + oracle) = 10"
+for f in strategy policy cache_blocks accesses misses read_accesses read_misses \
+         flash_bytes_written mean_read_latency_us p99_read_latency_us; do
+  [ "$(echo "$out" | jq "[.[] | has(\"$f\")] | all")" = true ] || fail "field $f missing"
+done
+acc=$(echo "$out" | jq '[.[].accesses] | unique | length')
+[ "$acc" = 1 ] || fail "every row sees the same accesses"
+bad=$(echo "$out" | jq '[.[] | select(.misses < 0 or .misses > .accesses)] | length')
+[ "$bad" = 0 ] || fail "misses out of range"
+omin=$(echo "$out" | jq '[.[] | select(.strategy=="oracle" and .cache_blocks==4) | .misses] | .[0]')
+rmin=$(echo "$out" | jq '[.[] | select(.cache_blocks==4) | .misses] | min')
+[ "$omin" = "$rmin" ] || fail "the oracle ($omin) must have the fewest misses ($rmin)"
+
+# The table, a percentage size, and the same numbers from the gzip copy.
+expect_status 0 "$hc" replay "$data/sample.csv" --cache 50% --policy lru --strategy none
+contains "$out" "none     lru" "table row"
+t1=$out
+expect_status 0 "$hc" replay "$data/sample.csv.gz" --cache 50% --policy lru --strategy none
+[ "${out#*$'\n'}" = "${t1#*$'\n'}" ] || fail "gzip input replays differently"
+
+# HTML: one self-contained page with three plots.
+expect_status 0 "$hc" replay "$data/sample.csv" --cache 4,8,16 --html "$tmp/r.html"
+[ "$(grep -c '<svg' "$tmp/r.html")" = 3 ] || fail "three SVG plots"
+grep -q '</html>' "$tmp/r.html" || fail "complete page"
+
+# Malformed lines: a counted warning naming the first, or an error under --strict.
+expect_status 0 "$hc" replay "$data/sample_bad.csv" --cache 4 --strategy none --policy lru
+contains "$err" "malformed line" "warning"
+contains "$err" "the first is line 4" "first bad line"
+expect_status 2 "$hc" replay "$data/sample_bad.csv" --cache 4 --strict
+contains "$err" "line 4" "strict names the line"
+expect_status 1 "$hc" replay "$data/sample_truncated.csv.gz" --cache 4
+expect_status 1 "$hc" replay "$tmp/missing.csv" --cache 4
+contains "$err" "No such file" "missing trace"
+
+# Sizes, strategies, policies and rules are checked, with reasons.
+expect_status 2 "$hc" replay "$data/sample.csv" --cache 0
+expect_status 2 "$hc" replay "$data/sample.csv" --cache 5%%
+expect_status 2 "$hc" replay "$data/sample.csv" --strategy psychic
+expect_status 2 "$hc" replay "$data/sample.csv" --policy mru
+contains "$err" "mru" "unknown policy named"
+printf '# process rules\ncomm~^tar -> background\nlabel=wal -> journal\n' > "$tmp/p.rules"
+expect_status 2 "$hc" replay "$data/sample.csv" --rules "process=$tmp/p.rules"
+contains "$err" "p.rules:3" "rule error with its line"
+contains "$err" "cannot see field 'label'" "granularity enforced"
+printf 'comm~^tar -> background+dontneed\n' > "$tmp/p.rules"
+expect_status 0 "$hc" replay "$data/sample.csv" --rules "process=$tmp/p.rules" --strategy process \
+  --policy lru --cache 8 --json
+[ "$(echo "$out" | jq '.[0].bypasses')" -gt 0 ] || fail "dontneed for tar bypasses: $out"
+expect_status 0 "$hc" replay --show-rules io
+contains "$out" "label=wal -> journal" "built-in io rules"
+
+# trace stats and convert: bin and oracle replay exactly like the source.
+expect_status 0 "$hc" trace stats "$data/sample.csv" --json
+[ "$(echo "$out" | jq .requests)" = 24 ] || fail "requests: $out"
+[ "$(echo "$out" | jq .format)" = '"csv"' ] || fail "format"
+expect_status 0 "$hc" trace stats "$data/blkparse.txt"
+contains "$out" "(blkparse)" "blkparse detected"
+expect_status 0 "$hc" trace convert "$data/sample.csv" "$tmp/s.bin"
+expect_status 0 "$hc" trace convert "$data/sample.csv" "$tmp/s.oracle" --to oracle
+expect_status 0 "$hc" replay "$data/sample.csv" --cache 3,9 --strategy none,io,oracle \
+  --policy lru,s3fifo,belady --json
+want=$(echo "$out" | jq -c '[.[] | [.strategy, .policy, .cache_blocks, .misses, .read_misses]]')
+expect_status 0 "$hc" replay "$tmp/s.bin" --cache 3,9 --strategy none,io,oracle \
+  --policy lru,s3fifo,belady --json
+got=$(echo "$out" | jq -c '[.[] | [.strategy, .policy, .cache_blocks, .misses, .read_misses]]')
+[ "$got" = "$want" ] || fail "bin replays differently: $got vs $want"
+expect_status 0 "$hc" replay "$data/sample.csv" --cache 3,9 --strategy none --policy lru,belady --json
+want=$(echo "$out" | jq -c '[.[] | [.cache_blocks, .accesses, .misses]]')
+expect_status 0 "$hc" replay "$tmp/s.oracle" --format oracle --cache 3,9 --strategy none \
+  --policy lru,belady --json
+got=$(echo "$out" | jq -c '[.[] | [.cache_blocks, .accesses, .misses]]')
+[ "$got" = "$want" ] || fail "oracleGeneral replays differently: $got vs $want"
+expect_status 2 "$hc" trace convert "$data/sample.csv" "$tmp/x" --to msr
+
+# The demo, small: the summary, the two sentences and the report.
+cd "$tmp"
+expect_status 0 "$hc" demo --scale 0.02 --quiet
+contains "$out" "read miss %" "summary table"
+contains "$out" "oracle / belady" "the optimum shown"
+contains "$out" "What it means" "first sentence"
+contains "$out" "Per-process hints alone" "second sentence"
+[ -s report.html ] || fail "report.html written"
+expect_status 0 "$hc" demo --scale 0.02 --quiet --json --save "$tmp/db.bin"
+[ "$(echo "$out" | jq length)" = 39 ] || fail "demo rows"
+expect_status 0 "$hc" trace stats "$tmp/db.bin"
+contains "$out" "(bin)" "saved demo trace"
+echo "cli_replay: ok"
