@@ -5,8 +5,8 @@
 # and builds one build tree.
 
 # What building needs, and what the test suite needs on top.
-HC_BUILD_PACKAGES="gcc libc6-dev make cmake pkg-config libxxhash-dev zlib1g-dev"
-HC_TEST_PACKAGES="jq binutils"
+HC_BUILD_PACKAGES="gcc libc6-dev make cmake pkg-config libxxhash-dev zlib1g-dev libnbd-dev nbdkit-plugin-dev libext2fs-dev"
+HC_TEST_PACKAGES="jq binutils nbdkit libnbd-bin python3-libnbd qemu-utils fio fuse3 e2fsprogs"
 
 ensure_packages() {
   local missing=() p

@@ -219,6 +219,20 @@ test_hints (void)
          && st.cls[HC_CLASS_BACKGROUND].bypass[0][HC_BYPASS_CLASS] == 64,
          "lifetime statistics persisted");
 
+  /* Withdrawing the middle of a range hint leaves its two ends, and persists. */
+  CHECK (hc_volume_unadvise (v, (2 << 20) + (256 << 10), 512 << 10) == 0, "unadvise");
+  CHECK (hc_volume_range_hint (v, (2 << 20) + (256 << 10)).cls == 0
+         && hc_volume_range_hint (v, (2 << 20) + (767 << 10)).cls == 0
+         && hc_volume_range_hint (v, (2 << 20) + (255 << 10)).cls == HC_CLASS_STREAMING
+         && hc_volume_range_hint (v, (2 << 20) + (768 << 10)).cls == HC_CLASS_STREAMING,
+         "withdrawn exactly");
+  CHECK (hc_volume_unadvise (v, hc_volume_size (v), 4096) == -EINVAL, "unadvise past the end");
+  CHECK (hc_volume_close (v) == 0, "close");
+  v = open_vol (fast, slow, false);
+  CHECK (hc_volume_range_hint (v, (2 << 20) + (300 << 10)).cls == 0
+         && hc_volume_range_hint (v, (2 << 20) + (900 << 10)).cls == HC_CLASS_STREAMING,
+         "withdrawal persisted");
+
   /* willneed prefetches (no cleaner: at once); evict drops; dontneed demotes. */
   CHECK (hc_volume_advise (v, 4 << 20, 128 << 10, (struct hc_hint) { .advice = HC_ADVICE_WILLNEED })
          == 0, "willneed");

@@ -3,12 +3,14 @@
  *   format --fast F --slow S     make a volume
  *   info F                       geometry, mode, occupancy and dirty blocks by class
  *   check F                      verify every checksum and invariant
- *   clean F                      write back all dirty data
- *   stats F                      lifetime statistics by class
+ *   clean F | --socket S         write back all dirty data
+ *   stats F | --socket S         lifetime statistics by class
  *   io F OP …                    read, write, flush, discard, zero, advise, mode
  *
  * Commands other than format find the slow tier through the path recorded
- * at format time, or --slow.  Every command that fails prints one line and
+ * at format time, or --slow.  stats and clean can instead ask a running
+ * volume through its control socket (--socket); the statistics are then
+ * printed by the same code.  Every command that fails prints one line and
  * exits non-zero, and changes nothing it has not reported doing.
  */
 #include <errno.h>
@@ -21,13 +23,13 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include "hintcache/control.h"
 #include "hintcache/hintcache.h"
 #include "cli.h"
 #include "commands.h"
 #include "json.h"
 
-/* Parses "123", "64k", "4M", "1G", "2T" (binary multiples). */
-static int
+int
 parse_size (const char *s, uint64_t *out)
 {
   char *end;
@@ -110,9 +112,9 @@ vol_open (const char *cmd, const char *fast_path, const char *slow_path, bool re
     }
     slow_path = recorded;
   }
-  if ((rc = hc_tier_open_file (slow_path, flags, &x->slow)) < 0) {
+  if ((rc = hc_tier_open (slow_path, flags, &x->slow, why, sizeof why)) < 0) {
     hc_tier_close (x->fast);
-    return cli_fail (cmd, "slow tier %s: %s", slow_path, strerror (-rc));
+    return cli_fail (cmd, "slow tier: %s", why);
   }
   if ((rc = hc_volume_open (x->fast, x->slow, &o, &x->v, why, sizeof why)) < 0) {
     vol_close (x);
@@ -128,7 +130,7 @@ struct common {
 };
 
 enum { OPT_SLOW = 300, OPT_FAST, OPT_BLOCK, OPT_MODE, OPT_POLICY, OPT_RANGES, OPT_FORCE,
-       OPT_HINT, OPT_OUT, OPT_IN, OPT_PATTERN, OPT_FUA };
+       OPT_HINT, OPT_OUT, OPT_IN, OPT_PATTERN, OPT_FUA, OPT_SOCKET };
 
 static const struct option vol_opts[] = {
   { "help", no_argument, NULL, 'h' },
@@ -145,6 +147,7 @@ static const struct option vol_opts[] = {
   { "in", required_argument, NULL, OPT_IN },
   { "pattern", required_argument, NULL, OPT_PATTERN },
   { "fua", no_argument, NULL, OPT_FUA },
+  { "socket", required_argument, NULL, OPT_SOCKET },
   { NULL, 0, NULL, 0 },
 };
 
@@ -154,6 +157,7 @@ struct args {
   const char *fast;
   uint64_t block_size, max_ranges;
   const char *mode, *policy, *hint, *out, *in, *pattern;
+  const char *socket; /* stats and clean only */
   bool force, fua;
 };
 
@@ -187,6 +191,11 @@ parse (const char *cmd, const char *usage, int argc, char **argv, struct args *a
     case OPT_IN: a->in = optarg; break;
     case OPT_PATTERN: a->pattern = optarg; break;
     case OPT_FUA: a->fua = true; break;
+    case OPT_SOCKET:
+      if (strcmp (cmd, "stats") != 0 && strcmp (cmd, "clean") != 0)
+        return cli_usage (cmd, "--socket is for stats and clean only");
+      a->socket = optarg;
+      break;
     default: return cli_usage (cmd, "bad option; see 'hintcache %s --help'", cmd);
     }
   }
@@ -239,9 +248,9 @@ cmd_format (int argc, char **argv)
   fo.slow_path = realpath (a.c.slow, real) ? real : a.c.slow;
   if ((rc = hc_tier_open_file (a.fast, 0, &fast)) < 0)
     return cli_fail (cmd, "%s: %s", a.fast, strerror (-rc));
-  if ((rc = hc_tier_open_file (a.c.slow, 0, &slow)) < 0) {
+  if ((rc = hc_tier_open (a.c.slow, 0, &slow, why, sizeof why)) < 0) {
     hc_tier_close (fast);
-    return cli_fail (cmd, "%s: %s", a.c.slow, strerror (-rc));
+    return cli_fail (cmd, "%s", why);
   }
   char recorded[256];
   if (!a.force && hc_volume_slow_path (fast, recorded, sizeof recorded) == 0) {
@@ -283,10 +292,12 @@ static const char info_usage[] =
 
 static const char stats_usage[] =
   "Usage: hintcache stats FAST [--slow FILE] [--json]\n"
+  "       hintcache stats --socket SOCKET [--json]\n"
   "\n"
   "Shows a volume's lifetime statistics by class, as of its last checkpoint: hits, misses,\n"
   "admissions and bypasses (with their reasons) for reads and writes, evictions,\n"
-  "write-backs, hint hits, client bytes and flash bytes written.\n";
+  "write-backs, hint hits, client bytes and flash bytes written.\n"
+  "With --socket, asks a running volume through its control socket: live figures.\n";
 
 static void
 json_class_stats (struct json *j, const struct hc_class_stats *c)
@@ -316,6 +327,128 @@ json_class_stats (struct json *j, const struct hc_class_stats *c)
   json_object_end (j);
 }
 
+/* Writes the members info and stats share after the volume's description:
+ * occupancy, the volume-wide counters (stats only) and the classes. */
+static void
+json_stats_members (struct json *j, const struct hc_stats *st, bool stats)
+{
+  uint64_t used = 0, dirty = 0;
+  for (unsigned c = 0; c < HC_CLASS_COUNT; c++) {
+    used += st->cls[c].blocks;
+    dirty += st->cls[c].dirty;
+  }
+  json_kv_uint (j, "used_blocks", used);
+  json_kv_uint (j, "dirty_blocks", dirty);
+  if (stats) {
+    json_kv_uint (j, "commits", st->commits);
+    json_kv_uint (j, "flushes", st->flushes);
+    json_kv_uint (j, "prefetched", st->prefetched);
+    json_kv_uint (j, "fast_errors", st->errors_fast);
+  }
+  json_key (j, "classes");
+  json_object_begin (j);
+  for (unsigned c = 0; c < HC_CLASS_COUNT; c++) {
+    json_key (j, hc_class_name (c));
+    if (stats)
+      json_class_stats (j, &st->cls[c]);
+    else {
+      json_object_begin (j);
+      json_kv_uint (j, "blocks", st->cls[c].blocks);
+      json_kv_uint (j, "dirty", st->cls[c].dirty);
+      json_object_end (j);
+    }
+  }
+  json_object_end (j);
+}
+
+/* The table `stats` prints, for a volume file or a live volume alike. */
+static void
+print_stats_text (const struct hc_stats *st)
+{
+  uint64_t hits = 0, hint_hits = 0;
+  for (unsigned c = 0; c < HC_CLASS_COUNT; c++) {
+    hits += st->cls[c].hits[0] + st->cls[c].hits[1];
+    hint_hits += st->cls[c].hint_hits;
+  }
+  printf ("%-13s %10s %10s %10s %10s %10s %10s %10s %12s\n", "class", "rd hits", "rd miss",
+          "wr hits", "wr miss", "admitted", "bypassed", "evicted", "flash MiB");
+  for (unsigned c = 0; c < HC_CLASS_COUNT; c++) {
+    const struct hc_class_stats *k = &st->cls[c];
+    uint64_t by = 0;
+    for (unsigned o = 0; o < 2; o++)
+      for (unsigned r = 0; r < HC_BYPASS_COUNT; r++)
+        by += k->bypass[o][r];
+    printf ("%-13s %10" PRIu64 " %10" PRIu64 " %10" PRIu64 " %10" PRIu64 " %10" PRIu64
+            " %10" PRIu64 " %10" PRIu64 " %12.1f\n", hc_class_name (c), k->hits[0], k->misses[0],
+            k->hits[1], k->misses[1], k->admissions[0] + k->admissions[1], by, k->evictions,
+            k->flash_bytes_written / 1048576.0);
+  }
+  printf ("hint efficacy: %" PRIu64 " of %" PRIu64 " hits on blocks a hint admitted or "
+          "protected (%.1f%%)\n", hint_hits, hits, hits ? 100.0 * hint_hits / hits : 0.0);
+  printf ("commits %" PRIu64 ", flushes %" PRIu64 ", prefetched %" PRIu64 ", fast-tier errors %"
+          PRIu64 "\n", st->commits, st->flushes, st->prefetched, st->errors_fast);
+}
+
+/* Asks a live volume for its statistics.  Returns 0 or an exit status
+ * after printing why. */
+static int
+socket_stats (const char *cmd, hc_control_client *c, struct hc_stats *st)
+{
+  char *reply = malloc (HC_CONTROL_LINE);
+  int rc;
+
+  if (!reply)
+    return cli_fail (cmd, "out of memory");
+  if ((rc = control_ask (cmd, c, "stats", reply, HC_CONTROL_LINE)) == 0
+      && hc_stats_parse (reply, st) < 0)
+    rc = cli_fail (cmd, "the server's statistics are malformed: '%.80s'", reply);
+  free (reply);
+  return rc;
+}
+
+/* `stats --socket S`: the live volume's info and statistics. */
+static int
+stats_socket (const char *cmd, const char *socket, bool json)
+{
+  hc_control_client *c;
+  struct hc_stats st;
+  char info[HC_CONTROL_LINE];
+  int rc;
+
+  if ((rc = control_open (cmd, socket, &c)) != 0)
+    return rc;
+  if ((rc = control_ask (cmd, c, "info", info, sizeof info)) != 0
+      || (rc = socket_stats (cmd, c, &st)) != 0) {
+    hc_control_close (c);
+    return rc;
+  }
+  hc_control_close (c);
+  if (!json) {
+    print_stats_text (&st);
+    return 0;
+  }
+  /* The info payload: KEY=VALUE words; numbers stay numbers. */
+  struct json j;
+  json_init (&j, stdout);
+  json_object_begin (&j);
+  json_kv_string (&j, "socket", socket);
+  for (char *save = NULL, *w = strtok_r (info, " ", &save); w; w = strtok_r (NULL, " ", &save)) {
+    char *eq = strchr (w, '=');
+    uint64_t v;
+    if (!eq)
+      continue;
+    *eq = '\0';
+    const char *key = strcmp (w, "size") == 0 ? "volume_bytes" : w;
+    if (parse_size (eq + 1, &v) == 0 && strcmp (w, "mode") != 0 && strcmp (w, "policy") != 0)
+      json_kv_uint (&j, key, v);
+    else
+      json_kv_string (&j, key, eq + 1);
+  }
+  json_stats_members (&j, &st, true);
+  json_object_end (&j);
+  return 0;
+}
+
 static int
 show (const char *cmd, const char *usage, int argc, char **argv, bool stats)
 {
@@ -325,6 +458,11 @@ show (const char *cmd, const char *usage, int argc, char **argv, bool stats)
 
   if ((rc = parse (cmd, usage, argc, argv, &a)) >= 0)
     return rc;
+  if (a.socket) {
+    if (argc != optind || a.c.slow)
+      return cli_usage (cmd, "--socket takes no volume path and no --slow (see --help)");
+    return stats_socket (cmd, a.socket, a.c.json);
+  }
   if (argc - optind != 1)
     return cli_usage (cmd, "expected the fast tier's path (see --help)");
   if ((rc = vol_open (cmd, argv[optind], a.c.slow, true, &x)) != 0)
@@ -336,12 +474,10 @@ show (const char *cmd, const char *usage, int argc, char **argv, bool stats)
   hc_volume_stats (x.v, &st);
   uuid_text (in.cache_uuid, cu);
   uuid_text (in.slow_uuid, su);
-  uint64_t used = 0, dirty = 0, hits = 0, hint_hits = 0;
+  uint64_t used = 0, dirty = 0;
   for (unsigned c = 0; c < HC_CLASS_COUNT; c++) {
     used += st.cls[c].blocks;
     dirty += st.cls[c].dirty;
-    hits += st.cls[c].hits[0] + st.cls[c].hits[1];
-    hint_hits += st.cls[c].hint_hits;
   }
   if (a.c.json) {
     struct json j;
@@ -360,28 +496,7 @@ show (const char *cmd, const char *usage, int argc, char **argv, bool stats)
     json_kv_uint (&j, "journal_sectors_replayed", in.replayed);
     json_kv_uint (&j, "range_hints", in.range_hints);
     json_kv_uint (&j, "ram_bytes", in.ram_bytes);
-    json_kv_uint (&j, "used_blocks", used);
-    json_kv_uint (&j, "dirty_blocks", dirty);
-    if (stats) {
-      json_kv_uint (&j, "commits", st.commits);
-      json_kv_uint (&j, "flushes", st.flushes);
-      json_kv_uint (&j, "prefetched", st.prefetched);
-      json_kv_uint (&j, "fast_errors", st.errors_fast);
-    }
-    json_key (&j, "classes");
-    json_object_begin (&j);
-    for (unsigned c = 0; c < HC_CLASS_COUNT; c++) {
-      json_key (&j, hc_class_name (c));
-      if (stats)
-        json_class_stats (&j, &st.cls[c]);
-      else {
-        json_object_begin (&j);
-        json_kv_uint (&j, "blocks", st.cls[c].blocks);
-        json_kv_uint (&j, "dirty", st.cls[c].dirty);
-        json_object_end (&j);
-      }
-    }
-    json_object_end (&j);
+    json_stats_members (&j, &st, stats);
     json_object_end (&j);
   } else if (!stats) {
     printf ("volume      %s (cache uuid %s)\n", argv[optind], cu);
@@ -399,23 +514,7 @@ show (const char *cmd, const char *usage, int argc, char **argv, bool stats)
       printf ("%-13s %10" PRIu64 " %10" PRIu64 "\n", hc_class_name (c), st.cls[c].blocks,
               st.cls[c].dirty);
   } else {
-    printf ("%-13s %10s %10s %10s %10s %10s %10s %10s %12s\n", "class", "rd hits", "rd miss",
-            "wr hits", "wr miss", "admitted", "bypassed", "evicted", "flash MiB");
-    for (unsigned c = 0; c < HC_CLASS_COUNT; c++) {
-      const struct hc_class_stats *k = &st.cls[c];
-      uint64_t by = 0;
-      for (unsigned o = 0; o < 2; o++)
-        for (unsigned r = 0; r < HC_BYPASS_COUNT; r++)
-          by += k->bypass[o][r];
-      printf ("%-13s %10" PRIu64 " %10" PRIu64 " %10" PRIu64 " %10" PRIu64 " %10" PRIu64
-              " %10" PRIu64 " %10" PRIu64 " %12.1f\n", hc_class_name (c), k->hits[0], k->misses[0],
-              k->hits[1], k->misses[1], k->admissions[0] + k->admissions[1], by, k->evictions,
-              k->flash_bytes_written / 1048576.0);
-    }
-    printf ("hint efficacy: %" PRIu64 " of %" PRIu64 " hits on blocks a hint admitted or "
-            "protected (%.1f%%)\n", hint_hits, hits, hits ? 100.0 * hint_hits / hits : 0.0);
-    printf ("commits %" PRIu64 ", flushes %" PRIu64 ", prefetched %" PRIu64 ", fast-tier errors %"
-            PRIu64 "\n", st.commits, st.flushes, st.prefetched, st.errors_fast);
+    print_stats_text (&st);
   }
   vol_close (&x);
   return 0;
@@ -468,9 +567,9 @@ cmd_check (int argc, char **argv)
     hc_tier_close (fast);
     return cli_fail (cmd, "%s: %s", argv[optind], rc == -ENODEV ? "no slow tier recorded; give --slow" : why);
   }
-  if ((rc = hc_tier_open_file (slow_path, HC_TIER_READONLY, &slow)) < 0) {
+  if ((rc = hc_tier_open (slow_path, HC_TIER_READONLY, &slow, why, sizeof why)) < 0) {
     hc_tier_close (fast);
-    return cli_fail (cmd, "slow tier %s: %s", slow_path, strerror (-rc));
+    return cli_fail (cmd, "slow tier: %s", why);
   }
   rc = hc_volume_check (fast, slow, why, sizeof why);
   hc_tier_close (fast);
@@ -483,9 +582,39 @@ cmd_check (int argc, char **argv)
 
 static const char clean_usage[] =
   "Usage: hintcache clean FAST [--slow FILE]\n"
+  "       hintcache clean --socket SOCKET\n"
   "\n"
   "Writes every dirty block back to the slow tier and commits, so that the fast tier\n"
-  "could be detached.\n";
+  "could be detached.  Exit 1 if dirty blocks remain.\n"
+  "With --socket, asks a running volume through its control socket; as it may be\n"
+  "written meanwhile, blocks dirty again after the write-back do not make it fail.\n";
+
+/* `clean --socket S`: cleans a live volume; reports as for a volume file. */
+static int
+clean_socket (const char *cmd, const char *socket)
+{
+  hc_control_client *c;
+  struct hc_stats before, after;
+  char reply[HC_CONTROL_LINE];
+  int rc;
+
+  if ((rc = control_open (cmd, socket, &c)) != 0)
+    return rc;
+  if ((rc = socket_stats (cmd, c, &before)) != 0 || (rc = control_ask (cmd, c, "clean", reply,
+                                                                        sizeof reply)) != 0
+      || (rc = socket_stats (cmd, c, &after)) != 0) {
+    hc_control_close (c);
+    return rc;
+  }
+  hc_control_close (c);
+  uint64_t n = 0, left = 0;
+  for (unsigned k = 0; k < HC_CLASS_COUNT; k++) {
+    n += after.cls[k].writebacks - before.cls[k].writebacks;
+    left += after.cls[k].dirty;
+  }
+  printf ("%s: wrote back %" PRIu64 " blocks; %" PRIu64 " dirty\n", socket, n, left);
+  return 0;
+}
 
 int
 cmd_clean (int argc, char **argv)
@@ -497,6 +626,11 @@ cmd_clean (int argc, char **argv)
 
   if ((rc = parse (cmd, clean_usage, argc, argv, &a)) >= 0)
     return rc;
+  if (a.socket) {
+    if (argc != optind || a.c.slow)
+      return cli_usage (cmd, "--socket takes no volume path and no --slow (see --help)");
+    return clean_socket (cmd, a.socket);
+  }
   if (argc - optind != 1)
     return cli_usage (cmd, "expected the fast tier's path (see --help)");
   if ((rc = vol_open (cmd, argv[optind], a.c.slow, false, &x)) != 0)

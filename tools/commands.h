@@ -4,6 +4,11 @@
 #ifndef HC_TOOLS_COMMANDS_H
 #define HC_TOOLS_COMMANDS_H
 
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hintcache/control.h"
+
 /* `hintcache hint …`: the hint model and transport codecs (cmd_hint.c). */
 int cmd_hint (int argc, char **argv);
 
@@ -14,6 +19,23 @@ int cmd_check (int argc, char **argv);  /* verify checksums and invariants */
 int cmd_clean (int argc, char **argv);  /* write back all dirty data */
 int cmd_stats (int argc, char **argv);  /* lifetime statistics */
 int cmd_io (int argc, char **argv);     /* one operation, for scripts */
+
+/* Parses a size: "123", "0x10", "64k", "4M", "1G", "2T" (binary multiples;
+ * also "4KiB", "4KB").  Returns 0 or -EINVAL (cmd_volume.c). */
+int parse_size (const char *s, uint64_t *out);
+
+/* Commands that talk to a running volume's control socket (cmd_control.c). */
+int cmd_advise (int argc, char **argv);  /* range hints for byte ranges or files */
+int cmd_control (int argc, char **argv); /* raw requests, for scripts */
+
+/* Connects to the control socket at `path`.  Returns 0, or prints why and
+ * returns the exit status (cmd_control.c). */
+int control_open (const char *cmd, const char *path, hc_control_client **out);
+
+/* Sends one request and reads the payload of an "ok" reply into reply[len].
+ * Returns 0, or prints the error reply and returns the exit status. */
+int control_ask (const char *cmd, hc_control_client *c, const char *request, char *reply,
+                 size_t len);
 
 /* Trace commands (cmd_replay.c). */
 int cmd_replay (int argc, char **argv); /* strategies × policies × sizes on a trace */

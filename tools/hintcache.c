@@ -19,9 +19,11 @@ static const struct cli_command commands[] = {
   { "format", cmd_format, "make a volume of a fast and a slow tier" },
   { "info", cmd_info, "a volume's geometry, mode, occupancy and dirty blocks by class" },
   { "check", cmd_check, "verify a volume's checksums and invariants" },
-  { "clean", cmd_clean, "write back all dirty data" },
-  { "stats", cmd_stats, "a volume's lifetime statistics by class" },
+  { "clean", cmd_clean, "write back all dirty data (of a running volume with --socket)" },
+  { "stats", cmd_stats, "a volume's lifetime statistics by class (live with --socket)" },
   { "io", cmd_io, "read, write, flush, discard, zero, advise or set the mode" },
+  { "advise", cmd_advise, "hint byte ranges or files' extents to a running volume" },
+  { "control", cmd_control, "send raw requests to a running volume's control socket" },
 };
 
 int

@@ -17,6 +17,8 @@
 #include "tier.h"
 #include "stats.h"
 #include "volume.h"
+#include "control.h"
+#include "extents.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -14,6 +14,7 @@
  *
  * Implementations:
  *   file     a regular file or block device (pread/pwrite, optional O_DIRECT)
+ *   nbd      an export of an NBD server, through libnbd (a remote slow tier)
  *   memory   RAM, for tests and simulation
  * Decorators, stacked on any tier (they never own or close the tier below):
  *   timing   adds modeled service time (HDD: seek by distance, rotation,
@@ -24,8 +25,8 @@
  *            the tier's last flush are lost, kept or torn per 512-byte
  *            sector, as a seeded random generator decides
  *
- * Thread safety: file and memory tiers may be called from many threads at
- * once (distinct or overlapping ranges; overlapping writes land in some
+ * Thread safety: file, nbd and memory tiers may be called from many threads
+ * at once (distinct or overlapping ranges; overlapping writes land in some
  * order).  The decorators serialise their own bookkeeping with a mutex.
  *
  * Functions return 0 or a negative errno; they never print or exit.
@@ -58,7 +59,7 @@ enum hc_tier_write_flag {
   HC_TIER_FUA = 1u << 0, /* on stable media before returning */
 };
 
-/* Open flags for hc_tier_open_file. */
+/* Open flags for hc_tier_open_file, hc_tier_open_nbd and hc_tier_open. */
 enum hc_tier_open_flag {
   HC_TIER_READONLY = 1u << 0,
   HC_TIER_DIRECT   = 1u << 1, /* O_DIRECT: buffers and offsets must then be
@@ -106,6 +107,30 @@ int hc_tier_open_file (const char *path, unsigned flags, hc_tier **out);
 /* Creates a zero-filled RAM tier of `size` bytes (a multiple of
  * HC_SECTOR_SIZE).  Returns 0, -EINVAL or -ENOMEM. */
 int hc_tier_new_memory (uint64_t size, hc_tier **out);
+
+/* Opens an export of an NBD server through libnbd, given an NBD URI
+ * ("nbd://host[:port]/[export]", "nbd+unix:///[export]?socket=PATH", and the
+ * other forms libnbd accepts: schemes nbd, nbds, nbd+unix, nbds+unix,
+ * nbd+vsock, nbds+vsock).  The size is the export's (rounded down to
+ * HC_SECTOR_SIZE).  The tier is read-only with HC_TIER_READONLY or when the
+ * server says so (writes, zero and discard then return -EROFS);
+ * HC_TIER_DIRECT is accepted and ignored.  Capabilities follow what the
+ * server advertises: FUA, discard (only where the server can write zeros,
+ * since NBD's trim does not promise zeros on read), rotational; always
+ * persistent.  Reads and writes are split at the server's maximum request
+ * size (at most 32 MiB).  Calls from many threads are spread over up to
+ * four connections when the server allows multi-conn, else serialised on
+ * one.  A flush flushes every connection.  Returns 0, -EINVAL (not an NBD
+ * URI, unknown flags, or an export needing more than 512-byte alignment),
+ * -EPROTONOSUPPORT (libnbd built without URI support), or the errno of the
+ * failed connection, with `why` saying what failed. */
+int hc_tier_open_nbd (const char *uri, unsigned flags, hc_tier **out, char *why, size_t whylen);
+
+/* Opens what `spec` names: an NBD URI (nbd://, nbd+unix://, nbds://, …) as
+ * with hc_tier_open_nbd, anything else as a file or block device as with
+ * hc_tier_open_file.  Returns 0 or a negative errno, with `why` saying what
+ * failed (for a file, "PATH: reason"). */
+int hc_tier_open (const char *spec, unsigned flags, hc_tier **out, char *why, size_t whylen);
 
 /* ---- Timing decorator. ---- */
 

@@ -149,6 +149,12 @@ int hc_volume_zero (hc_volume *v, uint64_t off, uint64_t len, unsigned flags,
  * when the range table is full. */
 int hc_volume_advise (hc_volume *v, uint64_t off, uint64_t len, struct hc_hint hint);
 
+/* Withdraws the range hints (class and advice) stored for [off, off+len),
+ * as when a file no longer owns those blocks.  Cached data keeps its class
+ * until it is next written.  Returns 0, -EINVAL, -EROFS, or -ENOSPC when
+ * cutting a stored range would overflow the table. */
+int hc_volume_unadvise (hc_volume *v, uint64_t off, uint64_t len);
+
 /* The hint the range layer holds for the block at off (zero if none). */
 struct hc_hint hc_volume_range_hint (hc_volume *v, uint64_t off);
 

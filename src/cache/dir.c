@@ -11,6 +11,11 @@
 /* How far a class-share eviction searches from each queue's tail. */
 #define SHARE_SCAN 256
 
+/* Priorities at which a reclassified block is demoted or protected (those
+ * of the hint-aware policy's placement rules). */
+#define RECLASS_LOW 4
+#define RECLASS_HIGH 12
+
 int
 hc_dir_init (struct hc_directory *d, uint32_t n, unsigned policy_id, const hc_classes *classes,
              bool defer_free)
@@ -232,6 +237,29 @@ hc_dir_set_clean (struct hc_directory *d, uint32_t c)
   hc_dir_attrs (d, cls, &attrs);
   if (!attrs.admit_read)
     hc_policy_demote (&d->policy, c);
+}
+
+void
+hc_dir_reclass (struct hc_directory *d, uint32_t c, unsigned cls)
+{
+  uint64_t w = d->map.meta[c];
+  unsigned old = hc_meta_class (w);
+  struct hc_class_attrs attrs;
+
+  if (old == cls)
+    return;
+  d->occupancy[old]--;
+  d->occupancy[cls]++;
+  if (w & HC_M_DIRTY) {
+    d->ndirty[old]--;
+    d->ndirty[cls]++;
+  }
+  hc_map_set_field (&d->map, c, HC_M_CLASS_MASK, HC_M_CLASS_SHIFT, cls);
+  hc_dir_attrs (d, cls, &attrs);
+  if (!attrs.admit_read || attrs.priority < RECLASS_LOW)
+    hc_policy_demote (&d->policy, c);
+  else if (attrs.priority >= RECLASS_HIGH)
+    hc_dir_protect (d, c);
 }
 
 void

@@ -114,6 +114,13 @@ void hc_dir_set_dirty (struct hc_directory *d, uint32_t c, unsigned cls);
  * it will not be read again. */
 void hc_dir_set_clean (struct hc_directory *d, uint32_t c);
 
+/* A class hint has arrived for data already cached in c (a range hint set
+ * after the data was admitted): c takes class cls — its counts move — and
+ * is protected if the class's priority is high (≥ 12), demoted if the class
+ * does not admit reads or its priority is low (< 4), as if it had been
+ * admitted with the hint. */
+void hc_dir_reclass (struct hc_directory *d, uint32_t c, unsigned cls);
+
 /* Advice on a cached block: dontneed demotes; willneed protects. */
 void hc_dir_demote (struct hc_directory *d, uint32_t c);
 void hc_dir_protect (struct hc_directory *d, uint32_t c);

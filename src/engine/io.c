@@ -838,6 +838,56 @@ hc_vol_writeback (hc_volume *v, uint32_t c, bool try)
   return rc < 0 ? rc : 1;
 }
 
+/* A class hint for blocks [b0, b1) applies to what is already cached there
+ * too (caller holds lock): each cached block takes the class, recorded in
+ * the journal with its entry.  Walks the range or, when it is larger than
+ * the cache, the cache. */
+static void
+reclass_range (hc_volume *v, uint64_t b0, uint64_t b1, unsigned cls)
+{
+  struct hc_map *m = &v->dir.map;
+
+  if (b1 - b0 <= m->n) {
+    for (uint64_t b = b0; b < b1; b++) {
+      uint32_t c = hc_dir_find (&v->dir, b);
+      if (c != HC_NIL && hc_meta_class (m->meta[c]) != cls) {
+        hc_dir_reclass (&v->dir, c, cls);
+        hc_meta_record_block (v, c);
+      }
+    }
+    return;
+  }
+  for (uint32_t c = 0; c < m->n; c++) {
+    uint64_t w = m->meta[c];
+    if ((w & HC_M_VALID) && hc_meta_origin (w) >= b0 && hc_meta_origin (w) < b1
+        && hc_meta_class (w) != cls) {
+      hc_dir_reclass (&v->dir, c, cls);
+      hc_meta_record_block (v, c);
+    }
+  }
+}
+
+int
+hc_volume_unadvise (hc_volume *v, uint64_t off, uint64_t len)
+{
+  uint64_t s0, s1;
+  int rc = check_range (v, off, len);
+
+  if (rc < 0)
+    return -EINVAL;
+  if (len == 0)
+    return 0;
+  s0 = off / HC_SECTOR_SIZE;
+  s1 = (off + len + HC_SECTOR_SIZE - 1) / HC_SECTOR_SIZE;
+  pthread_mutex_lock (&v->lock);
+  if (v->opts.read_only)
+    rc = -EROFS;
+  else if ((rc = hc_ranges_set (&v->ranges, s0, s1, 0, 0)) == 0)
+    hc_meta_record_range (v, s0, s1, 0, 0);
+  pthread_mutex_unlock (&v->lock);
+  return rc;
+}
+
 int
 hc_volume_advise (hc_volume *v, uint64_t off, uint64_t len, struct hc_hint hint)
 {
@@ -871,6 +921,8 @@ hc_volume_advise (hc_volume *v, uint64_t off, uint64_t len, struct hc_hint hint)
       return rc;
     }
     hc_meta_record_range (v, s0, s1, cls, advice);
+    if (cls != HC_RANGE_KEEP)
+      reclass_range (v, b0, b1, cls);
   }
   if (hint.advice == HC_ADVICE_DONTNEED) {
     for (uint64_t b = b0; b < b1 && b - b0 <= v->dir.map.n; b++) {

@@ -18,7 +18,9 @@
  *   what goes first        dontneed advice on a hit demotes the block to the
  *                          eviction end of the small FIFO.
  *   what is admitted       a miss on a stream past the sequential cutoff is
- *                          not admitted (willneed overrides); the cache
+ *                          not admitted, unless protected as above (a hint
+ *                          that the data is valuable outweighs the guess
+ *                          that a stream is not); the cache
  *                          directory already refused what the class's
  *                          admission rules, the advice and the class's
  *                          maximum share forbid.
@@ -63,11 +65,12 @@ ha_init (struct hc_policy *p)
   return hc_s3_init (p, 0.10);
 }
 
+static bool is_protected (const struct hc_policy *p, const struct hc_access *a);
+
 static bool
 ha_admit (struct hc_policy *p, const struct hc_access *a, enum hc_bypass *why)
 {
-  (void) p;
-  if (a->seq && a->hint.advice != HC_ADVICE_WILLNEED) {
+  if (a->seq && !is_protected (p, a)) {
     *why = HC_BYPASS_SEQUENTIAL;
     return false;
   }

@@ -14,7 +14,7 @@
 #include "hintcache/tier.h"
 
 struct hc_tier_ops {
-  const char *kind; /* "file", "memory", "timing", "faulty" */
+  const char *kind; /* "file", "nbd", "memory", "timing", "faulty" */
   int (*read) (hc_tier *t, void *buf, size_t len, uint64_t off);
   int (*write) (hc_tier *t, const void *buf, size_t len, uint64_t off, unsigned flags);
   int (*flush) (hc_tier *t);

@@ -1,0 +1,150 @@
+/* hintcache — the control socket: range hints and live management for a
+ * running volume, from unmodified applications and tools.
+ *
+ * A server (hc_control_start) listens on a Unix stream socket created with
+ * mode 0600, and serves each connection in its own thread.  A connecting
+ * peer is checked with SO_PEERCRED: only root and the server's own
+ * effective user are served; anyone else gets one error line and is
+ * disconnected.
+ *
+ * The protocol, version 1.  Lines of ASCII ending in '\n' (a '\r' before it
+ * is ignored), at most HC_CONTROL_LINE bytes with the newline.  The server
+ * speaks first, with a greeting:
+ *
+ *     hintcache-control 1
+ *
+ * A client that is not root or the server's effective user gets instead
+ * "error EPERM …" and is disconnected; one over the server's limit of
+ * clients (32) gets "error EBUSY …".
+ *
+ * Then every request line gets exactly one reply line, in order:
+ *
+ *     ok[ PAYLOAD]
+ *     error ERRNO-NAME MESSAGE          e.g. "error EINVAL unknown class 'x'"
+ *
+ * Requests (printable ASCII words separated by single or multiple spaces;
+ * numbers are decimal, or hexadecimal with 0x, optionally with one K, M, G
+ * or T suffix — either case — meaning powers of 1024; OFF and LEN are bytes
+ * and the range must lie inside the volume, LEN not 0):
+ *
+ *     version                 ok 1
+ *     advise OFF LEN HINT     store/apply a range hint: HINT is a class, an
+ *                             advice or both, as hc_hint_parse reads them
+ *                             ("journal", "willneed", "background+dontneed");
+ *                             hc_volume_advise
+ *     unadvise OFF LEN        withdraw the range hints there; hc_volume_unadvise
+ *     hint OFF                ok HINT — the range hint stored for OFF, as
+ *                             hc_hint_format writes it ("unclassified"
+ *                             when none)
+ *     stats                   ok KEY=VALUE … — hc_stats, as hc_stats_format
+ *                             writes it
+ *     info                    ok KEY=VALUE … — size, block_size, cache_blocks,
+ *                             mode, policy, range_hints
+ *     clean                   ok — every dirty block written back
+ *     mode MODE               ok — hc_volume_set_mode (writethrough,
+ *                             writeback, writearound, passthrough)
+ *     quit                    ok, then the server closes the connection
+ *
+ * Anything else — an unknown command, a missing or extra word, a bad
+ * number, a range outside the volume, a hint naming neither a class nor an
+ * advice, a line that is too long (E2BIG; the rest of it is discarded), a
+ * NUL or other control byte — gets an error reply and the connection goes
+ * on.  A reply never spans lines.  Error names: EINVAL for a malformed
+ * request, ERANGE for a number too large or a range outside the volume,
+ * E2BIG for a long line, otherwise the errno of the volume call that failed
+ * (ENOSPC: the range table is full; EROFS …).
+ *
+ * Functions return 0 or a negative errno and never print or exit.
+ */
+#ifndef HINTCACHE_CONTROL_H
+#define HINTCACHE_CONTROL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "stats.h"
+#include "volume.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define HC_CONTROL_VERSION 1
+/* The longest request or reply line, newline included: room for every
+ * counter of hc_stats at its largest value. */
+#define HC_CONTROL_LINE 16384
+
+/* ---- The server. ---- */
+
+typedef struct hc_control hc_control;
+
+/* Executes one request line (without its newline: a '\r' left in it is a
+ * control byte and an error) against a volume and writes the reply line
+ * (without a newline) into reply[len] (len ≥ HC_CONTROL_LINE; a shorter
+ * buffer gets a truncated reply).  Returns 0, 1 when the request was "quit",
+ * or -EINVAL (and no reply) if reply is NULL or len is 0.  Every input,
+ * however malformed, yields a reply; this is the whole protocol apart from
+ * the socket, for tests and fuzzing. */
+int hc_control_exec (hc_volume *v, const char *line, char *reply, size_t len);
+
+/* Listens on a Unix socket at `path` (a stale socket file nobody listens on
+ * is replaced; any other existing file is refused with -EEXIST) and serves
+ * it from a thread until hc_control_stop.  Returns 0, or a negative errno
+ * with `why` saying what failed. */
+int hc_control_start (hc_volume *v, const char *path, hc_control **out, char *why,
+                      size_t whylen);
+
+/* Stops listening, disconnects every client, joins the threads and removes
+ * the socket file (NULL is allowed).  Call before closing the volume. */
+void hc_control_stop (hc_control *c);
+
+/* ---- A client. ---- */
+
+typedef struct hc_control_client hc_control_client;
+
+/* Connects to a server and reads its greeting (waiting at most 10 s for
+ * it).  Returns 0, -EPROTO (not a hintcache control socket, or a version
+ * this client does not speak), -EACCES (the server refused this user, or
+ * the socket file's mode did), -EBUSY (too many clients), or the errno of
+ * connect; `why` says which. */
+int hc_control_connect (const char *path, hc_control_client **out, char *why, size_t whylen);
+
+/* Sends one request line (no newline) and reads the reply.  Returns 0 with
+ * the payload after "ok" (possibly empty) in reply[len]; a negative errno
+ * from an "error" reply with its message in reply[len] (-EIO for an error
+ * name this client does not know); -EPIPE or -EIO if the connection failed;
+ * -EPROTO for a reply that is neither; -EINVAL (a newline in the line) or
+ * -E2BIG (longer than HC_CONTROL_LINE - 1) without sending anything.  A
+ * reply longer than reply[len] is cut to fit (reply may be NULL if len is
+ * 0). */
+int hc_control_request (hc_control_client *c, const char *line, char *reply, size_t len);
+
+/* Closes the connection (NULL is allowed). */
+void hc_control_close (hc_control_client *c);
+
+/* ---- Statistics as text (the "stats" payload). ---- */
+
+/* Writes s as space-separated KEY=VALUE words in decimal into buf[len],
+ * NUL-terminated: first the volume's counters, always (cache_blocks,
+ * free_blocks, pending_blocks, commits, flushes, prefetched, errors_fast),
+ * then each class's counters that are not zero: CLASS.OP.hits,
+ * CLASS.OP.misses, CLASS.OP.admissions, CLASS.OP.bytes,
+ * CLASS.OP.bypass.REASON (OP read or write, REASON as hc_bypass_name),
+ * CLASS.evictions, CLASS.writebacks, CLASS.hint_hits,
+ * CLASS.flash_bytes_written, CLASS.blocks, CLASS.dirty — e.g.
+ * "metadata.read.hits=12 metadata.read.bypass.sequential=3".  Returns the
+ * length, or -ENOSPC if it does not fit (HC_CONTROL_LINE - 4 bytes always
+ * do). */
+int hc_stats_format (const struct hc_stats *s, char *buf, size_t len);
+
+/* Parses what hc_stats_format writes back into *s; counters not named are
+ * zero, and unknown keys are skipped, so newer servers can add some.
+ * Returns 0, or -EINVAL (leaving *s unchanged) for a word that is not
+ * KEY=NUMBER or for an empty text. */
+int hc_stats_parse (const char *text, struct hc_stats *s);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* HINTCACHE_CONTROL_H */

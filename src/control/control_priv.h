@@ -1,0 +1,29 @@
+/* Private helpers shared by the control socket's server, client and
+ * request executor: the errno names written in "error ENAME message"
+ * replies and read back by the client, and the protocol's number syntax.
+ *
+ * Internal: not exported from the shared library.
+ */
+#ifndef HC_CONTROL_PRIV_H
+#define HC_CONTROL_PRIV_H
+
+#include <stdint.h>
+
+/* The greeting line the server sends first (without its newline). */
+#define HC_CONTROL_GREETING "hintcache-control"
+
+/* Returns the name of a positive errno value ("EINVAL") for an error reply;
+ * errno values without a name in the table are reported as "EIO". */
+const char *hc_ctl_errno_name (int err);
+
+/* Returns the positive errno value a name stands for, or 0 if the name is
+ * not in the table. */
+int hc_ctl_errno_parse (const char *name);
+
+/* Parses a protocol number: decimal or 0x-hexadecimal, optionally followed
+ * by one K, M, G or T (either case) meaning 2^10, 2^20, 2^30 or 2^40.  No
+ * sign, blank or other trailing text.  Returns 0, -EINVAL for bad syntax or
+ * -ERANGE when the value does not fit in 64 bits. */
+int hc_ctl_parse_number (const char *s, uint64_t *out);
+
+#endif /* HC_CONTROL_PRIV_H */

@@ -1,0 +1,527 @@
+/* The control protocol without the socket: one request line in, one reply
+ * line out (hc_control_exec), and the statistics as KEY=VALUE text
+ * (hc_stats_format, hc_stats_parse).
+ *
+ * A request is checked completely — printable ASCII only, the right number
+ * of words, numbers in the protocol's syntax, a range inside the volume, a
+ * hint that names a class or an advice — before anything is done, so a
+ * malformed request changes nothing.  Error messages quote at most a short
+ * prefix of what the client sent, and since only printable ASCII gets that
+ * far, a reply can never contain a newline.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "hintcache/control.h"
+#include "control/control_priv.h"
+#include "util.h"
+
+/* ---------------------------------------------------------------------------
+ * Numbers
+ */
+int
+hc_ctl_parse_number (const char *s, uint64_t *out)
+{
+  char digits[32];
+  size_t n = s ? strlen (s) : 0, start, ndig;
+  unsigned shift = 0;
+  unsigned long long v;
+  bool hex;
+
+  if (n == 0)
+    return -EINVAL;
+  switch (s[n - 1]) {
+  case 'k': case 'K': shift = 10; break;
+  case 'm': case 'M': shift = 20; break;
+  case 'g': case 'G': shift = 30; break;
+  case 't': case 'T': shift = 40; break;
+  }
+  if (shift)
+    n--;
+  /* Check the syntax here, so that hc_parse_number can only fail on
+   * overflow and the two can be told apart. */
+  hex = n >= 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X');
+  start = hex ? 2 : 0;
+  if (n == start)
+    return -EINVAL;
+  for (size_t i = start; i < n; i++)
+    if (hex ? !strchr ("0123456789abcdefABCDEF", s[i]) : (s[i] < '0' || s[i] > '9'))
+      return -EINVAL;
+  /* Leading zeros change nothing; too many other digits cannot fit. */
+  while (start < n - 1 && s[start] == '0')
+    start++;
+  ndig = n - start;
+  if (ndig > (hex ? 16u : 20u))
+    return -ERANGE;
+  snprintf (digits, sizeof digits, "%s%.*s", hex ? "0x" : "", (int) ndig, s + start);
+  if (hc_parse_number (digits, &v) < 0)
+    return -ERANGE;
+  if (shift && v > (UINT64_MAX >> shift))
+    return -ERANGE;
+  *out = (uint64_t) v << shift;
+  return 0;
+}
+
+/* ---------------------------------------------------------------------------
+ * Statistics as text
+ */
+
+/* The per-class counters, by index: writes the key's suffix ("read.hits")
+ * into name[len] and returns the counter, or NULL past the last.  Format and
+ * parse both walk this one list, so they cannot disagree. */
+static uint64_t *
+class_field (struct hc_class_stats *c, unsigned i, char *name, size_t len)
+{
+  static const char *const op[2] = { "read", "write" };
+  static const struct {
+    const char *name;
+    size_t off;
+  } single[] = {
+    { "evictions", offsetof (struct hc_class_stats, evictions) },
+    { "writebacks", offsetof (struct hc_class_stats, writebacks) },
+    { "hint_hits", offsetof (struct hc_class_stats, hint_hits) },
+    { "flash_bytes_written", offsetof (struct hc_class_stats, flash_bytes_written) },
+    { "blocks", offsetof (struct hc_class_stats, blocks) },
+    { "dirty", offsetof (struct hc_class_stats, dirty) },
+  };
+  const unsigned per_op = 4 + HC_BYPASS_COUNT;
+
+  if (i < 2 * per_op) {
+    unsigned o = i / per_op, k = i % per_op;
+    switch (k) {
+    case 0: snprintf (name, len, "%s.hits", op[o]); return &c->hits[o];
+    case 1: snprintf (name, len, "%s.misses", op[o]); return &c->misses[o];
+    case 2: snprintf (name, len, "%s.admissions", op[o]); return &c->admissions[o];
+    case 3: snprintf (name, len, "%s.bytes", op[o]); return &c->bytes[o];
+    default:
+      snprintf (name, len, "%s.bypass.%s", op[o], hc_bypass_name (k - 4));
+      return &c->bypass[o][k - 4];
+    }
+  }
+  i -= 2 * per_op;
+  if (i < sizeof single / sizeof single[0]) {
+    snprintf (name, len, "%s", single[i].name);
+    return (uint64_t *) ((char *) c + single[i].off);
+  }
+  return NULL;
+}
+
+/* The volume-wide counters, by index, as class_field. */
+static uint64_t *
+global_field (struct hc_stats *s, unsigned i, const char **name)
+{
+  switch (i) {
+  case 0: *name = "cache_blocks"; return &s->cache_blocks;
+  case 1: *name = "free_blocks"; return &s->free_blocks;
+  case 2: *name = "pending_blocks"; return &s->pending_blocks;
+  case 3: *name = "commits"; return &s->commits;
+  case 4: *name = "flushes"; return &s->flushes;
+  case 5: *name = "prefetched"; return &s->prefetched;
+  case 6: *name = "errors_fast"; return &s->errors_fast;
+  default: return NULL;
+  }
+}
+
+int
+hc_stats_format (const struct hc_stats *s, char *buf, size_t len)
+{
+  /* The field walkers hand out writable pointers; work on a copy. */
+  struct hc_stats c = *s;
+  struct hc_sb sb;
+  const char *gname;
+  char fname[48];
+  uint64_t *p;
+  int n;
+
+  hc_sb_init (&sb, buf, len);
+  for (unsigned i = 0; (p = global_field (&c, i, &gname)); i++)
+    hc_sb_printf (&sb, "%s%s=%" PRIu64, i ? " " : "", gname, *p);
+  /* Per-class counters that are zero are left out: parse starts from zero. */
+  for (unsigned k = 0; k < HC_CLASS_COUNT; k++)
+    for (unsigned i = 0; (p = class_field (&c.cls[k], i, fname, sizeof fname)); i++)
+      if (*p)
+        hc_sb_printf (&sb, " %s.%s=%" PRIu64, hc_class_name (k), fname, *p);
+  n = hc_sb_result (&sb);
+  if ((size_t) n >= len)
+    return -ENOSPC;
+  return n;
+}
+
+/* Finds the counter a key names in *s, or NULL for an unknown key. */
+static uint64_t *
+stats_key (struct hc_stats *s, const char *key)
+{
+  const char *gname, *dot;
+  char fname[48], cname[24];
+  enum hc_class cls;
+  uint64_t *p;
+
+  for (unsigned i = 0; (p = global_field (s, i, &gname)); i++)
+    if (strcmp (key, gname) == 0)
+      return p;
+  dot = strchr (key, '.');
+  if (!dot || (size_t) (dot - key) >= sizeof cname)
+    return NULL;
+  memcpy (cname, key, (size_t) (dot - key));
+  cname[dot - key] = '\0';
+  if (hc_class_parse (cname, &cls) < 0)
+    return NULL;
+  for (unsigned i = 0; (p = class_field (&s->cls[cls], i, fname, sizeof fname)); i++)
+    if (strcmp (dot + 1, fname) == 0)
+      return p;
+  return NULL;
+}
+
+int
+hc_stats_parse (const char *text, struct hc_stats *out)
+{
+  struct hc_stats s;
+  char word[128];
+  unsigned words = 0;
+
+  if (!text || !out)
+    return -EINVAL;
+  memset (&s, 0, sizeof s);
+  for (const char *p = text; *p;) {
+    size_t n = strcspn (p, " ");
+    if (n == 0) {
+      p++;
+      continue;
+    }
+    if (n >= sizeof word)
+      return -EINVAL;
+    memcpy (word, p, n);
+    word[n] = '\0';
+    p += n;
+    words++;
+
+    char *eq = strchr (word, '=');
+    unsigned long long v;
+    if (!eq || eq == word || hc_parse_number (eq + 1, &v) < 0)
+      return -EINVAL;
+    *eq = '\0';
+    uint64_t *field = stats_key (&s, word);
+    if (field)
+      *field = v;
+  }
+  if (words == 0)
+    return -EINVAL;
+  *out = s;
+  return 0;
+}
+
+/* ---------------------------------------------------------------------------
+ * Requests
+ */
+#define MAX_WORDS 5
+
+static const char commands_list[] =
+  "version, advise OFF LEN HINT, unadvise OFF LEN, hint OFF, stats, info, clean, mode MODE, quit";
+
+/* Writes "error ENAME message" into reply[len]. */
+static void __attribute__ ((format (printf, 4, 5)))
+reply_error (char *reply, size_t len, int err, const char *fmt, ...)
+{
+  struct hc_sb sb;
+  char msg[HC_CONTROL_LINE];
+  va_list ap;
+
+  va_start (ap, fmt);
+  vsnprintf (msg, sizeof msg, fmt, ap);
+  va_end (ap);
+  hc_sb_init (&sb, reply, len);
+  hc_sb_printf (&sb, "error %s %s", hc_ctl_errno_name (err), msg);
+}
+
+/* Writes "ok[ payload]" into reply[len]. */
+static void __attribute__ ((format (printf, 3, 4)))
+reply_ok (char *reply, size_t len, const char *fmt, ...)
+{
+  struct hc_sb sb;
+  char msg[HC_CONTROL_LINE];
+  va_list ap;
+
+  va_start (ap, fmt);
+  vsnprintf (msg, sizeof msg, fmt, ap);
+  va_end (ap);
+  hc_sb_init (&sb, reply, len);
+  hc_sb_printf (&sb, "ok%s%s", msg[0] ? " " : "", msg);
+}
+
+/* The names a hint may use, for error messages. */
+static void
+hint_names (char *buf, size_t len)
+{
+  struct hc_sb sb;
+  const char *name;
+
+  hc_sb_init (&sb, buf, len);
+  hc_sb_printf (&sb, "classes:");
+  for (unsigned i = 0; (name = hc_class_name (i)); i++)
+    hc_sb_printf (&sb, "%s %s", i ? "," : "", name);
+  hc_sb_printf (&sb, "; advice:");
+  for (unsigned i = 0, n = 0; i < HC_ADVICE_LIMIT; i++)
+    if ((name = hc_advice_name (i)))
+      hc_sb_printf (&sb, "%s %s", n++ ? "," : "", name);
+  hc_sb_printf (&sb, "; flags:");
+  for (unsigned i = 0, n = 0; i < 16; i++)
+    if ((name = hc_flag_name (1u << i)))
+      hc_sb_printf (&sb, "%s %s", n++ ? "," : "", name);
+}
+
+/* Parses OFF (and LEN unless len is NULL) and checks that the range lies
+ * inside the volume.  Returns 0, or writes the error reply and returns -1. */
+static int
+parse_range (hc_volume *v, const char *offw, const char *lenw, uint64_t *off, uint64_t *len,
+             char *reply, size_t rlen)
+{
+  uint64_t size = hc_volume_size (v);
+  int rc;
+
+  if ((rc = hc_ctl_parse_number (offw, off)) < 0) {
+    reply_error (reply, rlen, -rc, "OFF '%.64s' is not a number (decimal or 0x hex, with an "
+                 "optional K, M, G or T suffix)%s", offw, rc == -ERANGE ? ": too large" : "");
+    return -1;
+  }
+  if (!lenw) {
+    if (*off >= size) {
+      reply_error (reply, rlen, ERANGE, "OFF %" PRIu64 " is outside the volume (%" PRIu64
+                   " bytes)", *off, size);
+      return -1;
+    }
+    return 0;
+  }
+  if ((rc = hc_ctl_parse_number (lenw, len)) < 0) {
+    reply_error (reply, rlen, -rc, "LEN '%.64s' is not a number (decimal or 0x hex, with an "
+                 "optional K, M, G or T suffix)%s", lenw, rc == -ERANGE ? ": too large" : "");
+    return -1;
+  }
+  if (*len == 0) {
+    reply_error (reply, rlen, EINVAL, "LEN must not be 0");
+    return -1;
+  }
+  if (*off >= size || *len > size - *off) {
+    reply_error (reply, rlen, ERANGE, "range %" PRIu64 "+%" PRIu64 " is outside the volume (%"
+                 PRIu64 " bytes)", *off, *len, size);
+    return -1;
+  }
+  return 0;
+}
+
+/* Parses a HINT word for advise.  Returns 0, or writes the error reply and
+ * returns -1. */
+static int
+parse_advise_hint (const char *word, struct hc_hint *h, char *reply, size_t rlen)
+{
+  char names[512];
+
+  if (hc_hint_parse (word, h) == 0) {
+    if (h->cls == HC_CLASS_UNCLASSIFIED && h->advice == HC_ADVICE_NONE) {
+      reply_error (reply, rlen, EINVAL, "hint '%.64s' names no class and no advice: nothing to "
+                   "store (unadvise OFF LEN withdraws hints)", word);
+      return -1;
+    }
+    return 0;
+  }
+  hint_names (names, sizeof names);
+  /* Say which word is unknown, if one is; else the words conflict. */
+  for (const char *p = word; *p;) {
+    size_t n = strcspn (p, "+,");
+    char one[64];
+    struct hc_hint dummy;
+    if (n > 0 && n < sizeof one) {
+      memcpy (one, p, n);
+      one[n] = '\0';
+      if (hc_hint_parse (one, &dummy) < 0) {
+        reply_error (reply, rlen, EINVAL, "unknown class, advice or flag '%s' (%s)", one, names);
+        return -1;
+      }
+    } else if (n >= sizeof one) {
+      reply_error (reply, rlen, EINVAL, "unknown class, advice or flag '%.32s...' (%s)", p, names);
+      return -1;
+    }
+    p += n + (p[n] != '\0');
+  }
+  reply_error (reply, rlen, EINVAL, "hint '%.64s' repeats or combines conflicting words (at most "
+               "one class, one advice, not both sequential and random)", word);
+  return -1;
+}
+
+/* Replies for a failed volume call. */
+static void
+reply_volume_error (char *reply, size_t rlen, const char *what, int rc)
+{
+  reply_error (reply, rlen, -rc, "%s failed: %s", what, strerror (-rc));
+}
+
+int
+hc_control_exec (hc_volume *v, const char *line, char *reply, size_t rlen)
+{
+  static const struct {
+    const char *name;
+    unsigned args;
+    const char *usage;
+  } cmds[] = {
+    { "version", 0, "version" },       { "advise", 3, "advise OFF LEN HINT" },
+    { "unadvise", 2, "unadvise OFF LEN" }, { "hint", 1, "hint OFF" },
+    { "stats", 0, "stats" },           { "info", 0, "info" },
+    { "clean", 0, "clean" },           { "mode", 1, "mode MODE" },
+    { "quit", 0, "quit" },
+  };
+  enum { C_VERSION, C_ADVISE, C_UNADVISE, C_HINT, C_STATS, C_INFO, C_CLEAN, C_MODE, C_QUIT };
+  char copy[HC_CONTROL_LINE];
+  char *word[MAX_WORDS + 1];
+  unsigned nwords = 0;
+  size_t n;
+  int rc, k = -1;
+
+  if (!reply || rlen == 0)
+    return -EINVAL;
+  if (!v || !line) {
+    reply_error (reply, rlen, EINVAL, "no volume or no request");
+    return 0;
+  }
+  n = strlen (line);
+  if (n > HC_CONTROL_LINE - 1) {
+    reply_error (reply, rlen, E2BIG, "request longer than %d bytes", HC_CONTROL_LINE - 1);
+    return 0;
+  }
+  for (size_t i = 0; i < n; i++) {
+    unsigned char ch = (unsigned char) line[i];
+    if (ch < 0x20 || ch >= 0x7f) {
+      reply_error (reply, rlen, EINVAL, "%s byte 0x%02x at column %zu (requests are printable "
+                   "ASCII words separated by spaces)", ch < 0x80 ? "control" : "non-ASCII",
+                   ch, i + 1);
+      return 0;
+    }
+  }
+  memcpy (copy, line, n + 1);
+  for (char *p = copy; *p;) {
+    if (*p == ' ') {
+      *p++ = '\0';
+      continue;
+    }
+    if (nwords <= MAX_WORDS)
+      word[nwords] = p;
+    nwords++;
+    p += strcspn (p, " ");
+  }
+  if (nwords == 0) {
+    reply_error (reply, rlen, EINVAL, "empty request (commands: %s)", commands_list);
+    return 0;
+  }
+  for (unsigned i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
+    if (strcmp (word[0], cmds[i].name) == 0)
+      k = (int) i;
+  if (k < 0) {
+    reply_error (reply, rlen, EINVAL, "unknown command '%.32s' (commands: %s)", word[0],
+                 commands_list);
+    return 0;
+  }
+  if (nwords - 1 != cmds[k].args) {
+    reply_error (reply, rlen, EINVAL, "%s: %s (usage: %s)", cmds[k].name,
+                 nwords - 1 < cmds[k].args ? "missing arguments" : "too many arguments",
+                 cmds[k].usage);
+    return 0;
+  }
+
+  uint64_t off, len;
+  switch (k) {
+  case C_VERSION:
+    reply_ok (reply, rlen, "%d", HC_CONTROL_VERSION);
+    return 0;
+
+  case C_ADVISE: {
+    struct hc_hint h;
+    if (parse_range (v, word[1], word[2], &off, &len, reply, rlen) < 0
+        || parse_advise_hint (word[3], &h, reply, rlen) < 0)
+      return 0;
+    if ((rc = hc_volume_advise (v, off, len, h)) < 0)
+      reply_volume_error (reply, rlen, rc == -ENOSPC ? "advise (the range table is full)"
+                          : "advise", rc);
+    else
+      reply_ok (reply, rlen, "%s", "");
+    return 0;
+  }
+
+  case C_UNADVISE:
+    if (parse_range (v, word[1], word[2], &off, &len, reply, rlen) < 0)
+      return 0;
+    if ((rc = hc_volume_unadvise (v, off, len)) < 0)
+      reply_volume_error (reply, rlen, rc == -ENOSPC ? "unadvise (the range table is full)"
+                          : "unadvise", rc);
+    else
+      reply_ok (reply, rlen, "%s", "");
+    return 0;
+
+  case C_HINT: {
+    char text[128];
+    if (parse_range (v, word[1], NULL, &off, NULL, reply, rlen) < 0)
+      return 0;
+    struct hc_hint h = hc_volume_range_hint (v, off);
+    if (h.cls == HC_CLASS_UNCLASSIFIED && h.advice == HC_ADVICE_NONE && h.flags == 0)
+      snprintf (text, sizeof text, "%s", hc_class_name (HC_CLASS_UNCLASSIFIED));
+    else if (hc_hint_format (h, text, sizeof text) < 0) {
+      reply_error (reply, rlen, EIO, "the stored hint is invalid");
+      return 0;
+    }
+    reply_ok (reply, rlen, "%s", text);
+    return 0;
+  }
+
+  case C_STATS: {
+    struct hc_stats st;
+    if ((rc = hc_volume_stats (v, &st)) < 0) {
+      reply_volume_error (reply, rlen, "stats", rc);
+      return 0;
+    }
+    if (rlen <= 3 || hc_stats_format (&st, reply + 3, rlen - 3) < 0) {
+      reply_error (reply, rlen, ENOSPC, "the statistics do not fit in a reply line");
+      return 0;
+    }
+    memcpy (reply, "ok ", 3);
+    return 0;
+  }
+
+  case C_INFO: {
+    struct hc_volume_info in;
+    hc_volume_get_info (v, &in);
+    reply_ok (reply, rlen, "size=%" PRIu64 " block_size=%" PRIu32 " cache_blocks=%" PRIu32
+              " mode=%s policy=%s range_hints=%" PRIu32, in.volume_size, in.block_size,
+              in.nblocks, hc_mode_name (in.mode) ? hc_mode_name (in.mode) : "unknown",
+              in.policy[0] ? in.policy : "unknown", in.range_hints);
+    return 0;
+  }
+
+  case C_CLEAN:
+    if ((rc = hc_volume_clean (v)) < 0)
+      reply_volume_error (reply, rlen, "clean", rc);
+    else
+      reply_ok (reply, rlen, "%s", "");
+    return 0;
+
+  case C_MODE: {
+    enum hc_mode mode;
+    if (hc_mode_parse (word[1], &mode) < 0) {
+      reply_error (reply, rlen, EINVAL, "unknown mode '%.32s' (writethrough, writeback, "
+                   "writearound, passthrough; or wt, wb, wa, pt)", word[1]);
+      return 0;
+    }
+    if ((rc = hc_volume_set_mode (v, mode)) < 0)
+      reply_volume_error (reply, rlen, "mode", rc);
+    else
+      reply_ok (reply, rlen, "%s", "");
+    return 0;
+  }
+
+  case C_QUIT:
+  default:
+    reply_ok (reply, rlen, "%s", "");
+    return 1;
+  }
+}

@@ -1,0 +1,368 @@
+/* The NBD tier: an export of an NBD server, reached through libnbd — a slow
+ * tier that lives on another machine (or behind a Unix socket).
+ *
+ * The export is named only by its URI (nbd_connect_uri sets the export
+ * name, TLS and the transport from it).  The size is the export's, rounded
+ * down to a sector; the capabilities are what the server advertises.  A
+ * tier is read-only when asked to be or when the server says so, and then
+ * every write, zero and discard returns -EROFS before reaching the server.
+ *
+ * Threads.  A libnbd handle is thread-safe, but each synchronous call holds
+ * the handle's lock until its reply arrives, so one connection serialises
+ * every caller.  When the server advertises multi-conn (all its connections
+ * see one consistent view, and a flush on any covers writes completed on
+ * all), up to four connections are opened and requests are dealt out round
+ * robin by an atomic counter.  The extra connections are best effort: one
+ * that fails, or reports a different size, just leaves fewer connections.
+ * Each request, however it is split, goes to one connection, so that the
+ * flush that stands in for a missing FUA reaches the connection that wrote.
+ *
+ * Sizes.  The NBD protocol lets a server cap the length of a read or write
+ * (its advertised maximum block size); without one, 32 MiB is what every
+ * server takes, and libnbd itself refuses more than 64 MiB.  Reads and
+ * writes are therefore split at the advertised maximum, capped at 32 MiB.
+ * Zero and trim carry no payload, so the cap does not apply to them; they
+ * are split at 1 GiB only to stay far below the protocol's 32-bit length.
+ * A server whose minimum block size exceeds 512 bytes cannot take the
+ * sector-aligned I/O the door allows, and is refused at open.
+ *
+ * Durability.  A FUA write sets NBD's FUA flag on every piece when the
+ * server supports it, else it is written and then flushed on the same
+ * connection.  Flush flushes every connection (one would do under
+ * multi-conn, but all is simplest and always correct); a server that cannot
+ * flush has nothing to flush, and the call succeeds.
+ *
+ * Zero and discard.  NBD's trim gives no guarantee about what later reads
+ * return, so trim is never used.  When the server can write zeros, both zero
+ * and discard send NBD_CMD_WRITE_ZEROES without NO_HOLE, which lets the
+ * server punch a hole yet still guarantees zeros on read — and only then
+ * does the tier claim HC_CAP_DISCARD.  Otherwise the ops table leaves both
+ * NULL and the door writes zeros.
+ *
+ * Errors are libnbd's errno (nbd_get_errno, thread-local), or -EIO when it
+ * has none; at open, nbd_get_error's text goes into `why`.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <libnbd.h>
+
+#include "tier.h"
+
+/* Connections opened when the server allows multi-conn. */
+#define MAX_CONNS 4
+/* The largest read or write sent in one request. */
+#define MAX_IO ((uint64_t) 32 << 20)
+/* The largest zero sent in one request. */
+#define MAX_ZERO ((uint64_t) 1 << 30)
+
+struct nbd_tier {
+  hc_tier base;
+  struct nbd_handle *h[MAX_CONNS];
+  unsigned nconns;
+  atomic_uint next; /* round-robin counter over h[] */
+  bool readonly;
+  bool can_fua;
+  bool can_flush;
+  size_t max_io; /* reads and writes are split at this (a multiple of 512) */
+};
+
+/* Writes a message into why[whylen] (either may be empty). */
+static void __attribute__ ((format (printf, 3, 4)))
+say (char *why, size_t whylen, const char *fmt, ...)
+{
+  va_list ap;
+
+  if (!why || whylen == 0)
+    return;
+  va_start (ap, fmt);
+  vsnprintf (why, whylen, fmt, ap);
+  va_end (ap);
+}
+
+/* The negative errno of the libnbd call that just failed in this thread. */
+static int
+failure (void)
+{
+  int e = nbd_get_errno ();
+
+  return e > 0 ? -e : -EIO;
+}
+
+/* The connection for the next request. */
+static struct nbd_handle *
+pick (struct nbd_tier *n)
+{
+  unsigned i = atomic_fetch_add_explicit (&n->next, 1, memory_order_relaxed);
+
+  return n->h[i % n->nconns];
+}
+
+/* Reads, split at max_io. */
+static int
+remote_read (hc_tier *t, void *buf, size_t len, uint64_t off)
+{
+  struct nbd_tier *n = (struct nbd_tier *) t;
+  struct nbd_handle *h = pick (n);
+  unsigned char *p = buf;
+
+  while (len) {
+    size_t k = len < n->max_io ? len : n->max_io;
+    if (nbd_pread (h, p, k, off, 0) < 0)
+      return failure ();
+    p += k;
+    off += k;
+    len -= k;
+  }
+  return 0;
+}
+
+/* Writes, split at max_io; with HC_TIER_FUA every piece carries NBD's FUA
+ * flag, or the whole is flushed afterwards. */
+static int
+remote_write (hc_tier *t, const void *buf, size_t len, uint64_t off, unsigned flags)
+{
+  struct nbd_tier *n = (struct nbd_tier *) t;
+  struct nbd_handle *h = pick (n);
+  const unsigned char *p = buf;
+  bool fua = flags & HC_TIER_FUA;
+  uint32_t cmd = fua && n->can_fua ? LIBNBD_CMD_FLAG_FUA : 0;
+
+  if (n->readonly)
+    return -EROFS;
+  while (len) {
+    size_t k = len < n->max_io ? len : n->max_io;
+    if (nbd_pwrite (h, p, k, off, cmd) < 0)
+      return failure ();
+    p += k;
+    off += k;
+    len -= k;
+  }
+  if (fua && !n->can_fua && n->can_flush && nbd_flush (h, 0) < 0)
+    return failure ();
+  return 0;
+}
+
+/* Flushes every connection; returns the first error after trying all. */
+static int
+remote_flush (hc_tier *t)
+{
+  struct nbd_tier *n = (struct nbd_tier *) t;
+  int rc = 0;
+
+  if (!n->can_flush)
+    return 0;
+  for (unsigned i = 0; i < n->nconns; i++)
+    if (nbd_flush (n->h[i], 0) < 0 && rc == 0)
+      rc = failure ();
+  return rc;
+}
+
+/* Zeros a range with NBD_CMD_WRITE_ZEROES, letting the server punch a hole;
+ * reads return zeros either way, so this serves discard too. */
+static int
+remote_zero (hc_tier *t, uint64_t off, uint64_t len)
+{
+  struct nbd_tier *n = (struct nbd_tier *) t;
+  struct nbd_handle *h = pick (n);
+
+  if (n->readonly)
+    return -EROFS;
+  while (len) {
+    uint64_t k = len < MAX_ZERO ? len : MAX_ZERO;
+    if (nbd_zero (h, k, off, 0) < 0)
+      return failure ();
+    off += k;
+    len -= k;
+  }
+  return 0;
+}
+
+/* Closes every connection and frees the tier. */
+static void
+remote_close (hc_tier *t)
+{
+  struct nbd_tier *n = (struct nbd_tier *) t;
+
+  for (unsigned i = 0; i < n->nconns; i++) {
+    nbd_shutdown (n->h[i], 0);
+    nbd_close (n->h[i]);
+  }
+  free (n);
+}
+
+/* For a server that can write zeros. */
+static const struct hc_tier_ops zeroing_ops = {
+  .kind = "nbd",
+  .read = remote_read,
+  .write = remote_write,
+  .flush = remote_flush,
+  .discard = remote_zero,
+  .zero = remote_zero,
+  .close = remote_close,
+};
+
+/* For one that cannot: the door writes zeros. */
+static const struct hc_tier_ops plain_ops = {
+  .kind = "nbd",
+  .read = remote_read,
+  .write = remote_write,
+  .flush = remote_flush,
+  .close = remote_close,
+};
+
+/* True if uri's scheme is one libnbd connects to. */
+static bool
+is_nbd_uri (const char *uri)
+{
+  static const char *const schemes[] = {
+    "nbd://", "nbds://", "nbd+unix://", "nbds+unix://", "nbd+vsock://", "nbds+vsock://",
+  };
+
+  for (size_t i = 0; i < sizeof schemes / sizeof schemes[0]; i++)
+    if (strncmp (uri, schemes[i], strlen (schemes[i])) == 0)
+      return true;
+  return false;
+}
+
+/* Opens one connection to uri.  Returns 0, or a negative errno with `why`
+ * filled from libnbd. */
+static int
+connect_one (const char *uri, struct nbd_handle **out, char *why, size_t whylen)
+{
+  struct nbd_handle *h = nbd_create ();
+  int rc;
+
+  if (!h) {
+    rc = failure ();
+    say (why, whylen, "%s", nbd_get_error () ? nbd_get_error () : strerror (-rc));
+    return rc;
+  }
+  if (nbd_supports_uri (h) != 1) {
+    say (why, whylen, "%s: this libnbd was built without support for URIs", uri);
+    nbd_close (h);
+    return -EPROTONOSUPPORT;
+  }
+  if (nbd_connect_uri (h, uri) < 0) {
+    rc = failure ();
+    say (why, whylen, "%s", nbd_get_error () ? nbd_get_error () : strerror (-rc));
+    nbd_close (h);
+    return rc;
+  }
+  *out = h;
+  return 0;
+}
+
+/* Reads what the first connection's handshake told about the export into
+ * n and *size, *caps.  Returns 0, or a negative errno with `why` filled. */
+static int
+probe (struct nbd_tier *n, const char *uri, uint64_t *size, unsigned *caps, bool *can_zero,
+       char *why, size_t whylen)
+{
+  struct nbd_handle *h = n->h[0];
+  int64_t sz = nbd_get_size (h), min, max;
+  int ro, fua, flush, zero, rot;
+
+  if (sz < 0 || (ro = nbd_is_read_only (h)) < 0 || (fua = nbd_can_fua (h)) < 0
+      || (flush = nbd_can_flush (h)) < 0 || (zero = nbd_can_zero (h)) < 0
+      || (rot = nbd_is_rotational (h)) < 0
+      || (min = nbd_get_block_size (h, LIBNBD_SIZE_MINIMUM)) < 0) {
+    int rc = failure ();
+    say (why, whylen, "%s", nbd_get_error () ? nbd_get_error () : strerror (-rc));
+    return rc;
+  }
+  if (min > HC_SECTOR_SIZE) {
+    say (why, whylen, "%s: the export's minimum block size is %lld bytes; a tier must take %u",
+         uri, (long long) min, HC_SECTOR_SIZE);
+    return -EINVAL;
+  }
+  /* No maximum, or an unreadable one: 32 MiB, which every server takes. */
+  max = nbd_get_block_size (h, LIBNBD_SIZE_MAXIMUM);
+  if (max <= 0 || (uint64_t) max > MAX_IO)
+    max = (int64_t) MAX_IO;
+  max -= max % HC_SECTOR_SIZE;
+  n->max_io = max > 0 ? (size_t) max : HC_SECTOR_SIZE;
+
+  n->readonly = n->readonly || ro;
+  n->can_fua = fua;
+  n->can_flush = flush;
+  *can_zero = zero;
+  *size = (uint64_t) sz - (uint64_t) sz % HC_SECTOR_SIZE;
+  /* A read-only tier can neither force writes nor release space. */
+  *caps = HC_CAP_PERSISTENT | (rot ? HC_CAP_ROTATIONAL : 0);
+  if (!n->readonly)
+    *caps |= (fua ? HC_CAP_FUA : 0) | (zero ? HC_CAP_DISCARD : 0);
+  return 0;
+}
+
+/* Adds connections up to MAX_CONNS when the server allows multi-conn; any
+ * that fails, or disagrees about the size, is dropped and ends the
+ * attempt. */
+static void
+add_connections (struct nbd_tier *n, const char *uri)
+{
+  int64_t size = nbd_get_size (n->h[0]);
+
+  if (nbd_can_multi_conn (n->h[0]) != 1)
+    return;
+  while (n->nconns < MAX_CONNS) {
+    struct nbd_handle *h;
+    if (connect_one (uri, &h, NULL, 0) < 0)
+      return;
+    if (nbd_get_size (h) != size || nbd_is_read_only (h) != nbd_is_read_only (n->h[0])) {
+      nbd_shutdown (h, 0);
+      nbd_close (h);
+      return;
+    }
+    n->h[n->nconns++] = h;
+  }
+}
+
+int
+hc_tier_open_nbd (const char *uri, unsigned flags, hc_tier **out, char *why, size_t whylen)
+{
+  /* O_DIRECT has no meaning here: libnbd keeps no cache to bypass. */
+  const unsigned known = HC_TIER_READONLY | HC_TIER_DIRECT;
+  char name[sizeof ((hc_tier *) 0)->name];
+  struct nbd_tier *n;
+  uint64_t size = 0;
+  unsigned caps = 0;
+  bool can_zero = false;
+  int rc;
+
+  say (why, whylen, "%s", "");
+  if (!uri || !out || (flags & ~known)) {
+    say (why, whylen, "invalid arguments");
+    return -EINVAL;
+  }
+  if (!is_nbd_uri (uri)) {
+    say (why, whylen, "%s: not an NBD URI (nbd://, nbds://, nbd+unix://, …)", uri);
+    return -EINVAL;
+  }
+  if (!(n = calloc (1, sizeof *n))) {
+    say (why, whylen, "%s", strerror (ENOMEM));
+    return -ENOMEM;
+  }
+  n->readonly = flags & HC_TIER_READONLY;
+  rc = connect_one (uri, &n->h[0], why, whylen);
+  if (rc < 0) {
+    free (n);
+    return rc;
+  }
+  n->nconns = 1;
+  rc = probe (n, uri, &size, &caps, &can_zero, why, whylen);
+  if (rc < 0) {
+    remote_close (&n->base);
+    return rc;
+  }
+  add_connections (n, uri);
+  atomic_init (&n->next, 0);
+  snprintf (name, sizeof name, "nbd:%s", uri);
+  hc_tier_init (&n->base, can_zero ? &zeroing_ops : &plain_ops, size, caps, name);
+  *out = &n->base;
+  return 0;
+}

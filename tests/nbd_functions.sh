@@ -1,0 +1,43 @@
+# Helpers for the NBD end-to-end tests (sourced after functions.sh).
+# $plugin is the built nbdkit-hintcache-plugin.so.
+
+requires nbdkit
+# nbdsh runs "python3 -m nbd": the Debian python3 that has libnbd's module.
+export PATH=/usr/bin:$PATH
+
+# start_server NAME SOCKET ARGS...: starts nbdkit with the plugin in the
+# foreground (in the background of this shell), waits until the socket
+# answers, and records the pid in ${NAME}_pid.  Stopped at exit.
+start_server() {
+  local name=$1 sock=$2; shift 2
+  rm -f "$sock"
+  LD_PRELOAD=$asan_preload nbdkit -f -U "$sock" "$plugin" "$@" 2>>"$tmp/$name.log" &
+  local pid=$!
+  eval "${name}_pid=$pid"
+  cleanup_fns+=("kill $pid 2>/dev/null; wait $pid 2>/dev/null")
+  for _ in $(seq 100); do
+    [ -S "$sock" ] && nbdinfo --size "nbd+unix:///?socket=$sock" >/dev/null 2>&1 && return 0
+    kill -0 "$pid" 2>/dev/null || fail "server $name died: $(cat "$tmp/$name.log")"
+    sleep 0.1
+  done
+  fail "server $name did not start: $(cat "$tmp/$name.log")"
+}
+
+# stop_server NAME [SIGNAL]: stops it (TERM: a clean shutdown) and waits.
+stop_server() {
+  local pid; eval "pid=\${$1_pid}"
+  kill -"${2:-TERM}" "$pid" 2>/dev/null || true
+  wait "$pid" 2>/dev/null || true
+}
+
+# A plugin built with AddressSanitizer needs its runtime loaded first into
+# nbdkit, which is not built with it.
+asan_preload=
+if ldd "$plugin" 2>/dev/null | grep -q libasan; then
+  for lib in libasan.so libubsan.so; do
+    asan_preload="$asan_preload $(gcc -print-file-name=$lib)"
+  done
+  export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0}
+fi
+
+uri() { echo "nbd+unix:///${2:-}?socket=$1"; }

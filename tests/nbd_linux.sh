@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# Linux end to end: ext4 on a loop device over nbdfuse over the plugin.
+#   1. mkfs, mount, write files, sync, SIGKILL the server, restart it:
+#      fsck -n is clean and every file's checksum matches;
+#   2. `hintcache advise --file` on a file in that filesystem keeps its
+#      blocks cached through a flood of random reads (visible in stats).
+# Needs root, /dev/fuse, nbdfuse and loop devices; exits 77 without them.
+set -eu
+hc=$1 plugin=$2
+. "$(dirname "$0")/functions.sh"
+. "$(dirname "$0")/nbd_functions.sh"
+[ "$(id -u)" = 0 ] || skip "needs root (loop devices, mount)"
+[ -c /dev/fuse ] || skip "no /dev/fuse"
+requires nbdfuse
+requires losetup
+requires mkfs.ext4
+requires python3
+modprobe loop 2>/dev/null || true
+losetup -f >/dev/null 2>&1 || skip "no free loop device"
+
+fast=$tmp/fast.img slow=$tmp/slow.img sock=$tmp/nbd.sock ctl=$tmp/ctl.sock
+mkdir -p "$tmp/fuse" "$tmp/fs"
+truncate -s 48M "$fast"
+truncate -s 512M "$slow"
+
+loop= fuse_pid=
+attach() {                      # nbdfuse, then a loop device on its file
+  # (nbdfuse aborts when the server is killed under it: expected, so its
+  # job is disowned to keep the shell quiet about it)
+  nbdfuse "$tmp/fuse" "$(uri "$sock")" 2>>"$tmp/nbdfuse.log" &
+  fuse_pid=$!
+  disown $fuse_pid
+  for _ in $(seq 100); do [ -f "$tmp/fuse/nbd" ] && break; sleep 0.1; done
+  [ -f "$tmp/fuse/nbd" ] || fail "nbdfuse did not start: $(cat "$tmp/nbdfuse.log")"
+  loop=$(losetup -f --show "$tmp/fuse/nbd")
+}
+detach() {
+  mountpoint -q "$tmp/fs" && { umount "$tmp/fs" 2>/dev/null || umount -l "$tmp/fs"; }
+  [ -n "$loop" ] && losetup -d "$loop" 2>/dev/null || true
+  loop=
+  fusermount3 -u "$tmp/fuse" 2>/dev/null || fusermount -u "$tmp/fuse" 2>/dev/null \
+    || umount -l "$tmp/fuse" 2>/dev/null || true
+  for _ in $(seq 50); do [ -n "$fuse_pid" ] && kill -0 "$fuse_pid" 2>/dev/null || break; sleep 0.1; done
+}
+cleanup_fns=("detach" "${cleanup_fns[@]}")
+
+# ---- 1. Crash and recover under a real filesystem. -----------------------
+start_server a "$sock" fast="$fast" slow="$slow" format=true mode=writeback control="$ctl"
+attach
+mkfs.ext4 -q -F "$loop"
+mount "$loop" "$tmp/fs"
+mkdir -p "$tmp/fs/data"
+for i in $(seq 1 120); do
+  head -c $(( (i * 7919) % 400000 + 1 )) /dev/urandom > "$tmp/fs/data/f$i"
+done
+head -c 24M /dev/urandom > "$tmp/fs/data/big"
+(cd "$tmp/fs/data" && sha256sum -- *) > "$tmp/sums"
+sync
+stop_server a KILL                 # no clean close: the journal must carry it
+detach
+start_server a "$sock" fast="$fast" control="$ctl"
+attach
+fsck.ext4 -n -f "$loop" > "$tmp/fsck.txt" 2>&1 || fail "fsck after a crash: $(cat "$tmp/fsck.txt")"
+mount "$loop" "$tmp/fs"
+(cd "$tmp/fs/data" && sha256sum -c --quiet "$tmp/sums") || fail "checksums after a crash"
+echo "crash under ext4: fsck clean, $(wc -l < "$tmp/sums") files match"
+
+# ---- 2. advise --file keeps a file's blocks cached. -----------------------
+head -c 8M /dev/urandom > "$tmp/fs/hot"
+head -c 160M /dev/urandom > "$tmp/fs/flood"
+sync
+expect_status 0 "$hc" advise --socket "$ctl" --file "$tmp/fs/hot" metadata
+contains "$out" "-> metadata" "advise --file summary"
+echo "$out"
+# Read the hot file through the volume, then flood the cache with random
+# reads of a file much larger than the fast tier.  O_DIRECT skips ext4's page
+# cache; dropping caches empties the loop device's, on the nbdfuse file.
+echo 3 > /proc/sys/vm/drop_caches
+cat > "$tmp/readdirect.py" <<'PY'
+import mmap, os, random, sys
+path, order = sys.argv[1], sys.argv[2]
+fd = os.open(path, os.O_RDONLY | os.O_DIRECT)
+n = os.fstat(fd).st_size // 4096
+buf = mmap.mmap(-1, 4096)
+blocks = list(range(n))
+if order == "random":
+    random.seed(7)
+    blocks = [random.randrange(n) for _ in range(3 * n)]
+for b in blocks:
+    os.preadv(fd, [buf], b * 4096)
+PY
+python3 "$tmp/readdirect.py" "$tmp/fs/hot" seq
+expect_status 0 "$hc" stats --socket "$ctl" --json
+before=$(echo "$out" | python3 -c 'import json,sys; print(json.load(sys.stdin)["classes"]["metadata"]["blocks"])')
+[ "$before" -ge 2000 ] || fail "the advised file's blocks are cached as metadata: $before"
+echo 3 > /proc/sys/vm/drop_caches
+python3 "$tmp/readdirect.py" "$tmp/fs/flood" random
+expect_status 0 "$hc" stats --socket "$ctl" --json
+after=$(echo "$out" | python3 -c 'import json,sys; print(json.load(sys.stdin)["classes"]["metadata"]["blocks"])')
+flood=$(echo "$out" | python3 -c 'import json,sys; c=json.load(sys.stdin)["classes"]["unclassified"]; print(c["read"]["misses"])')
+echo "advised blocks cached: $before before a flood of $flood random misses, $after after"
+[ "$after" -ge $((before * 9 / 10)) ] || fail "advised blocks evicted by the flood: $before -> $after"
+# Withdrawn, the hint no longer classifies new reads of the file.
+expect_status 0 "$hc" advise --socket "$ctl" --file "$tmp/fs/hot" --withdraw
+umount "$tmp/fs"
+detach
+stop_server a
+expect_status 0 "$hc" check "$fast"
+echo "nbd_linux: ok"

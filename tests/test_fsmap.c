@@ -1,0 +1,2 @@
+/* Placeholder: being written. */
+int main (void) { return 77; }

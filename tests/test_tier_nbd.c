@@ -1,0 +1,953 @@
+/* The NBD tier against live nbdkit servers on Unix sockets: opening through
+ * hc_tier_open and hc_tier_open_nbd, size and capabilities, random reads and
+ * writes checked against a model, requests split at the server's maximum
+ * (and at 32 MiB when it names none), FUA natively and emulated by a flush,
+ * flush on every connection, round robin over multi-conn connections (and
+ * one connection without multi-conn), zero and discard reading back zeros
+ * with and without server support, four threads at once, read-only
+ * exports, a server that goes away, bad URIs, hc_tier_open on files, and a write-back volume whose
+ * slow tier is an NBD export, reopened over new connections.
+ *
+ * Most servers run nbdkit's log filter, whose log shows what reached the
+ * server: how writes were split, which carried FUA, which connection each
+ * request used.  Skipped (77) when nbdkit is not on PATH; the servers die
+ * with the test (--exit-with-parent) and are killed at exit. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "hintcache/tier.h"
+#include "hintcache/volume.h"
+#include "test.h"
+
+#define KiB ((uint64_t) 1 << 10)
+#define MiB ((uint64_t) 1 << 20)
+
+/* A running nbdkit. */
+struct server {
+  const char *tag;
+  pid_t pid;
+  char sock[100]; /* fits sun_path */
+  char pidfile[160];
+  char uri[200];
+  char log[160]; /* its log filter's file, or "" */
+  long mark;     /* log offset from which log_scan reads */
+};
+
+#define MAX_SERVERS 16
+static struct server *servers[MAX_SERVERS];
+static unsigned nservers;
+static char tmpdir[] = "/tmp/hc_tier_nbd_XXXXXX";
+
+static uint64_t rng = 0x9e3779b97f4a7c15u;
+static uint64_t
+next_rand (void)
+{
+  rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+  return rng;
+}
+
+/* Fills buf with a pattern that differs per seed and per byte. */
+static void
+fill (void *buf, size_t len, uint64_t seed)
+{
+  unsigned char *p = buf;
+
+  for (size_t i = 0; i < len; i++)
+    p[i] = (unsigned char) ((seed * 2654435761u + i * 40503u + (i >> 9)) >> 5);
+}
+
+/* True if len bytes at buf are all zero. */
+static bool
+all_zero (const void *buf, size_t len)
+{
+  const unsigned char *p = buf;
+
+  for (size_t i = 0; i < len; i++)
+    if (p[i])
+      return false;
+  return true;
+}
+
+/* True if the tier reads back `len` bytes at `off` equal to `want`. */
+static bool
+reads_as (hc_tier *t, uint64_t off, const void *want, size_t len)
+{
+  unsigned char *got = malloc (len);
+  bool same = got && hc_tier_read (t, got, len, off) == 0 && memcmp (got, want, len) == 0;
+
+  free (got);
+  return same;
+}
+
+/* True if the tier reads back zeros over [off, off+len). */
+static bool
+reads_zero (hc_tier *t, uint64_t off, size_t len)
+{
+  unsigned char *got = malloc (len);
+  bool zero = got && hc_tier_read (t, got, len, off) == 0 && all_zero (got, len);
+
+  free (got);
+  return zero;
+}
+
+/* True if an executable `name` is on PATH. */
+static bool
+on_path (const char *name)
+{
+  const char *path = getenv ("PATH");
+  char dir[4096];
+
+  while (path && *path) {
+    size_t n = strcspn (path, ":");
+    if (n > 0 && n + strlen (name) + 2 < sizeof dir) {
+      snprintf (dir, sizeof dir, "%.*s/%s", (int) n, path, name);
+      if (access (dir, X_OK) == 0)
+        return true;
+    }
+    path += n + (path[n] == ':');
+  }
+  return false;
+}
+
+/* True once the file at path has some content. */
+static bool
+nonempty (const char *path)
+{
+  struct stat st;
+
+  return stat (path, &st) == 0 && st.st_size > 0;
+}
+
+/* Starts `nbdkit -f --exit-with-parent -U SOCK -P PIDFILE [--filter=log]
+ * ARGS… [logfile=LOG]` and waits (up to 10 s) until it is ready to accept
+ * connections, which nbdkit says by writing its PID file (a probe
+ * connection would instead make it complain of a broken handshake).  `args`
+ * holds options, the plugin and its parameters, NULL-terminated.  Returns
+ * the server, or NULL. */
+static struct server *
+start_server (const char *tag, bool log, const char *const *args)
+{
+  struct server *s = calloc (1, sizeof *s);
+  const char *argv[32];
+  char logarg[200];
+  unsigned n = 0;
+
+  if (!s || nservers == MAX_SERVERS) {
+    free (s);
+    return NULL;
+  }
+  s->tag = tag;
+  snprintf (s->sock, sizeof s->sock, "%s/%s.sock", tmpdir, tag);
+  snprintf (s->pidfile, sizeof s->pidfile, "%s/%s.pid", tmpdir, tag);
+  snprintf (s->uri, sizeof s->uri, "nbd+unix:///?socket=%s", s->sock);
+  argv[n++] = "nbdkit";
+  argv[n++] = "-f";
+  argv[n++] = "--exit-with-parent";
+  argv[n++] = "-U";
+  argv[n++] = s->sock;
+  argv[n++] = "-P";
+  argv[n++] = s->pidfile;
+  if (log) {
+    snprintf (s->log, sizeof s->log, "%s/%s.log", tmpdir, tag);
+    snprintf (logarg, sizeof logarg, "logfile=%s", s->log);
+    argv[n++] = "--filter=log";
+  }
+  for (unsigned i = 0; args[i] && n < 30; i++)
+    argv[n++] = args[i];
+  if (log)
+    argv[n++] = logarg;
+  argv[n] = NULL;
+
+  s->pid = fork ();
+  if (s->pid < 0) {
+    free (s);
+    return NULL;
+  }
+  if (s->pid == 0) {
+    int null = open ("/dev/null", O_WRONLY);
+    if (null >= 0)
+      dup2 (null, STDOUT_FILENO);
+    execvp ("nbdkit", (char *const *) argv);
+    _exit (127);
+  }
+  servers[nservers++] = s;
+  for (int i = 0; i < 500; i++) {
+    struct timespec ts = { 0, 20 * 1000 * 1000 };
+    if (nonempty (s->pidfile))
+      return s;
+    if (waitpid (s->pid, NULL, WNOHANG) == s->pid) {
+      s->pid = 0;
+      break;
+    }
+    nanosleep (&ts, NULL);
+  }
+  fprintf (stderr, "test_tier_nbd: nbdkit for %s did not start\n", tag);
+  return NULL;
+}
+
+/* Stops a server and reaps it: SIGTERM, then SIGKILL if it is still there
+ * after 5 s (nbdkit waits for connected clients to leave), or SIGKILL at
+ * once with `crash`. */
+static void
+kill_server (struct server *s, bool crash)
+{
+  if (!s || s->pid <= 0)
+    return;
+  kill (s->pid, crash ? SIGKILL : SIGTERM);
+  for (int i = 0; !crash && i < 250; i++) {
+    struct timespec ts = { 0, 20 * 1000 * 1000 };
+    if (waitpid (s->pid, NULL, WNOHANG) == s->pid) {
+      s->pid = 0;
+      return;
+    }
+    nanosleep (&ts, NULL);
+  }
+  kill (s->pid, SIGKILL);
+  waitpid (s->pid, NULL, 0);
+  s->pid = 0;
+}
+
+static void
+stop_server (struct server *s)
+{
+  kill_server (s, false);
+}
+
+/* At exit: every server still running, then the temporary directory. */
+static void
+cleanup (void)
+{
+  DIR *d;
+  struct dirent *e;
+  char path[512];
+
+  for (unsigned i = 0; i < nservers; i++) {
+    stop_server (servers[i]);
+    free (servers[i]);
+  }
+  nservers = 0;
+  if ((d = opendir (tmpdir))) {
+    while ((e = readdir (d)))
+      if (strcmp (e->d_name, ".") && strcmp (e->d_name, "..")) {
+        snprintf (path, sizeof path, "%s/%s", tmpdir, e->d_name);
+        unlink (path);
+      }
+    closedir (d);
+  }
+  rmdir (tmpdir);
+}
+
+/* Makes log_scan start reading the server's log at its current end. */
+static void
+log_mark (struct server *s)
+{
+  struct stat st;
+
+  s->mark = stat (s->log, &st) == 0 ? (long) st.st_size : 0;
+}
+
+/* What the log shows since the mark about one kind of request. */
+struct scan {
+  unsigned lines;       /* requests of that kind */
+  unsigned conns;       /* distinct connections they came on */
+  int conn[32];         /* those connections */
+  int last_conn;        /* connection of the last one */
+  uint64_t max_count;   /* largest count= among them */
+  unsigned with;        /* how many contain the `with` text */
+};
+
+/* Scans the log since the mark for request lines of operation `op`
+ * ("Read", "Write", "Zero", "Trim", "Flush"); `with` (may be NULL) is a text
+ * counted in scan.with ("fua=1"). */
+static struct scan
+log_scan (const struct server *s, const char *op, const char *with)
+{
+  struct scan sc = { .last_conn = -1 };
+  char line[1024], needle[32];
+  FILE *f = fopen (s->log, "r");
+
+  if (!f)
+    return sc;
+  snprintf (needle, sizeof needle, " %s id=", op);
+  fseek (f, s->mark, SEEK_SET);
+  while (fgets (line, sizeof line, f)) {
+    const char *c = strstr (line, "connection="), *k = strstr (line, " count=0x");
+    int conn;
+    unsigned i;
+    if (!strstr (line, needle) || !c)
+      continue;
+    sc.lines++;
+    conn = atoi (c + strlen ("connection="));
+    sc.last_conn = conn;
+    for (i = 0; i < sc.conns && sc.conn[i] != conn; i++)
+      ;
+    if (i == sc.conns && sc.conns < 32)
+      sc.conn[sc.conns++] = conn;
+    if (k) {
+      uint64_t count = strtoull (k + strlen (" count=0x"), NULL, 16);
+      if (count > sc.max_count)
+        sc.max_count = count;
+    }
+    if (with && strstr (line, with))
+      sc.with++;
+  }
+  fclose (f);
+  return sc;
+}
+
+/* Opens the server's export, checking success. */
+static hc_tier *
+open_nbd (const struct server *s, unsigned flags)
+{
+  hc_tier *t = NULL;
+  char why[256] = "";
+  int rc = hc_tier_open_nbd (s->uri, flags, &t, why, sizeof why);
+
+  CHECK (rc == 0 && t, "%s: open: %d %s", s->tag, rc, why);
+  return rc == 0 ? t : NULL;
+}
+
+/* Random reads and writes over the whole tier against a model of it; then
+ * the whole tier compared. */
+static void
+test_random (hc_tier *t, const char *what)
+{
+  uint64_t size = hc_tier_size (t);
+  unsigned char *model = calloc (1, size), *buf = malloc (4 * MiB);
+  unsigned bad = 0;
+
+  if (!model || !buf) {
+    CHECK (false, "out of memory");
+    free (model);
+    free (buf);
+    return;
+  }
+  /* The export may hold data from earlier tests: start the model from it. */
+  for (uint64_t off = 0; off < size; off += 4 * MiB)
+    CHECK_EQ (hc_tier_read (t, model + off, 4 * MiB, off), 0, "%s: read all", what);
+  for (unsigned i = 0; i < 400; i++) {
+    /* Mostly small, sometimes up to 4 MiB; any sector offset. */
+    uint64_t sectors = next_rand () % 4 ? 1 + next_rand () % 64 : 1 + next_rand () % 8192;
+    uint64_t len = sectors * HC_SECTOR_SIZE;
+    uint64_t off = next_rand () % ((size - len) / HC_SECTOR_SIZE + 1) * HC_SECTOR_SIZE;
+    if (next_rand () % 2) {
+      unsigned flags = next_rand () % 8 ? 0 : HC_TIER_FUA;
+      fill (buf, len, next_rand ());
+      if (hc_tier_write (t, buf, len, off, flags) != 0)
+        bad++;
+      memcpy (model + off, buf, len);
+    } else if (hc_tier_read (t, buf, len, off) != 0 || memcmp (buf, model + off, len) != 0) {
+      bad++;
+    }
+  }
+  CHECK_EQ (bad, 0u, "%s: random I/O against the model", what);
+  for (uint64_t off = 0; off < size; off += 4 * MiB)
+    CHECK (reads_as (t, off, model + off, 4 * MiB), "%s: whole tier at %llu", what,
+           (unsigned long long) off);
+  free (model);
+  free (buf);
+}
+
+/* The round trip of test_tier.c: write, FUA write, flush, discard, zero,
+ * last sector. */
+static void
+test_roundtrip (hc_tier *t, const char *what)
+{
+  unsigned char a[8192], b[4096];
+
+  fill (a, sizeof a, 1);
+  fill (b, sizeof b, 2);
+  CHECK_EQ (hc_tier_write (t, a, sizeof a, 4096, 0), 0, "%s: write", what);
+  CHECK (reads_as (t, 4096, a, sizeof a), "%s: read back", what);
+  CHECK_EQ (hc_tier_write (t, b, sizeof b, 6144, HC_TIER_FUA), 0, "%s: FUA write", what);
+  CHECK (reads_as (t, 4096, a, 2048) && reads_as (t, 6144, b, sizeof b)
+         && reads_as (t, 10240, a + 6144, 2048), "%s: overlapping FUA write", what);
+  CHECK_EQ (hc_tier_flush (t), 0, "%s: flush", what);
+  CHECK_EQ (hc_tier_discard (t, 6144, 2048), 0, "%s: discard", what);
+  CHECK (reads_zero (t, 6144, 2048), "%s: discarded reads zeros", what);
+  CHECK (reads_as (t, 4096, a, 2048) && reads_as (t, 8192, b + 2048, 2048),
+         "%s: discard kept the neighbours", what);
+  CHECK_EQ (hc_tier_zero (t, 8192, 1024), 0, "%s: zero", what);
+  CHECK (reads_zero (t, 8192, 1024), "%s: zeroed reads zeros", what);
+  CHECK (reads_as (t, 9216, b + 3072, 1024), "%s: zero kept the neighbours", what);
+  CHECK_EQ (hc_tier_write (t, b, 512, hc_tier_size (t) - 512, 0), 0, "%s: last sector", what);
+  CHECK (reads_as (t, hc_tier_size (t) - 512, b, 512), "%s: last sector back", what);
+  CHECK_EQ (hc_tier_read (t, b, 1024, hc_tier_size (t) - 512), -EINVAL, "%s: past the end", what);
+}
+
+/* Writes and reads back one large buffer at off; returns what the log saw
+ * of the writes. */
+static struct scan
+big_write (struct server *s, hc_tier *t, uint64_t len, uint64_t off, unsigned flags,
+           const char *what)
+{
+  unsigned char *buf = malloc (len);
+  struct scan sc = { 0 };
+
+  if (!buf) {
+    CHECK (false, "out of memory");
+    return sc;
+  }
+  fill (buf, len, len ^ off);
+  log_mark (s);
+  CHECK_EQ (hc_tier_write (t, buf, len, off, flags), 0, "%s: write %llu MiB", what,
+            (unsigned long long) (len / MiB));
+  sc = log_scan (s, "Write", "fua=1");
+  CHECK (reads_as (t, off, buf, len), "%s: read back %llu MiB", what,
+         (unsigned long long) (len / MiB));
+  free (buf);
+  return sc;
+}
+
+/* A writable export with multi-conn, FUA, zero and trim (nbdkit's memory
+ * plugin), 128 MiB, logged. */
+static void
+test_memory_export (void)
+{
+  static const char *const args[] = { "memory", "128M", NULL };
+  struct server *s = start_server ("mem", true, args);
+  unsigned char buf[64 * KiB];
+  char why[256] = "", name[256];
+  hc_tier *t = NULL, *t2;
+  struct scan sc;
+  uint64_t n;
+
+  if (!s) {
+    CHECK (false, "server mem");
+    return;
+  }
+  /* Through hc_tier_open: a URI is not taken for a path. */
+  CHECK_EQ (hc_tier_open (s->uri, 0, &t, why, sizeof why), 0, "hc_tier_open: %s", why);
+  if (!t)
+    return;
+  CHECK_EQ (hc_tier_size (t), 128 * MiB, "size");
+  CHECK_EQ (hc_tier_caps (t), (unsigned) (HC_CAP_FUA | HC_CAP_DISCARD | HC_CAP_PERSISTENT),
+            "caps %#x", hc_tier_caps (t));
+  snprintf (name, sizeof name, "nbd:%s", s->uri);
+  CHECK (strcmp (hc_tier_name (t), name) == 0, "name %s", hc_tier_name (t));
+
+  test_roundtrip (t, "memory export");
+  test_random (t, "memory export");
+
+  /* Over libnbd's 64 MiB limit: only works if split, at 32 MiB since the
+   * server names no maximum; every piece of a FUA write carries FUA. */
+  sc = big_write (s, t, 72 * MiB, 40 * MiB, 0, "72 MiB");
+  CHECK (sc.lines == 3 && sc.max_count == 32 * MiB && sc.with == 0,
+         "72 MiB in %u writes, largest %llu, %u with FUA", sc.lines,
+         (unsigned long long) sc.max_count, sc.with);
+  sc = big_write (s, t, 40 * MiB, 0, HC_TIER_FUA, "40 MiB FUA");
+  CHECK (sc.lines == 2 && sc.with == 2, "40 MiB FUA in %u writes, %u with FUA", sc.lines, sc.with);
+
+  /* FUA natively: the flag, no flush. */
+  fill (buf, 4096, 7);
+  log_mark (s);
+  CHECK_EQ (hc_tier_write (t, buf, 4096, 0, HC_TIER_FUA), 0, "FUA write");
+  sc = log_scan (s, "Write", "fua=1");
+  CHECK (sc.lines == 1 && sc.with == 1, "FUA write carries FUA (%u of %u)", sc.with, sc.lines);
+  CHECK_EQ (log_scan (s, "Flush", NULL).lines, 0u, "no flush for native FUA");
+  log_mark (s);
+  CHECK_EQ (hc_tier_write (t, buf, 4096, 0, 0), 0, "plain write");
+  CHECK_EQ (log_scan (s, "Write", "fua=1").with, 0u, "plain write without FUA");
+
+  /* Multi-conn: four connections, dealt out in turn; flush reaches all. */
+  log_mark (s);
+  for (int i = 0; i < 8; i++)
+    CHECK_EQ (hc_tier_read (t, buf, 4096, (uint64_t) i * 4096), 0, "read %d", i);
+  sc = log_scan (s, "Read", NULL);
+  CHECK (sc.lines == 8 && sc.conns == 4, "8 reads over %u connections", sc.conns);
+  log_mark (s);
+  CHECK_EQ (hc_tier_flush (t), 0, "flush");
+  sc = log_scan (s, "Flush", NULL);
+  CHECK (sc.lines == 4 && sc.conns == 4, "flush: %u flushes on %u connections", sc.lines, sc.conns);
+
+  /* Zero and discard are NBD zero requests, not writes; reads give zeros. */
+  fill (buf, sizeof buf, 9);
+  CHECK_EQ (hc_tier_write (t, buf, sizeof buf, 1 * MiB, 0), 0, "write before zero");
+  log_mark (s);
+  CHECK_EQ (hc_tier_discard (t, 1 * MiB, 16 * KiB), 0, "discard");
+  CHECK_EQ (hc_tier_zero (t, 1 * MiB + 32 * KiB, 16 * KiB), 0, "zero");
+  CHECK_EQ (log_scan (s, "Zero", "trim=1").with, 2u, "discard and zero sent as zero, may trim");
+  CHECK_EQ (log_scan (s, "Write", NULL).lines, 0u, "no writes for zero");
+  CHECK_EQ (log_scan (s, "Trim", NULL).lines, 0u, "no trim (it need not read back zeros)");
+  CHECK (reads_zero (t, 1 * MiB, 16 * KiB) && reads_zero (t, 1 * MiB + 32 * KiB, 16 * KiB),
+         "zeros read back");
+  CHECK (reads_as (t, 1 * MiB + 16 * KiB, buf + 16 * KiB, 16 * KiB)
+         && reads_as (t, 1 * MiB + 48 * KiB, buf + 48 * KiB, 16 * KiB), "neighbours kept");
+  /* A large zero is not split at the read/write maximum. */
+  log_mark (s);
+  CHECK_EQ (hc_tier_zero (t, 0, 128 * MiB), 0, "zero everything");
+  CHECK_EQ (log_scan (s, "Zero", NULL).lines, 1u, "128 MiB zero in one request");
+  CHECK (reads_zero (t, 127 * MiB, 1 * MiB), "zeroed to the end");
+
+  /* A second tier on the same export sees the first one's writes. */
+  fill (buf, 4096, 11);
+  CHECK_EQ (hc_tier_write (t, buf, 4096, 8192, HC_TIER_FUA), 0, "write for the second tier");
+  CHECK_EQ (hc_tier_open_nbd (s->uri, HC_TIER_READONLY, &t2, why, sizeof why), 0,
+            "second open: %s", why);
+  CHECK (reads_as (t2, 8192, buf, 4096), "second tier reads it");
+  CHECK_EQ (hc_tier_caps (t2), (unsigned) HC_CAP_PERSISTENT, "read-only caps %#x",
+            hc_tier_caps (t2));
+  CHECK_EQ (hc_tier_write (t2, buf, 4096, 0, 0), -EROFS, "HC_TIER_READONLY refuses writes");
+  CHECK_EQ (hc_tier_zero (t2, 0, 4096), -EROFS, "HC_TIER_READONLY refuses zero");
+  CHECK_EQ (hc_tier_discard (t2, 0, 4096), -EROFS, "HC_TIER_READONLY refuses discard");
+  CHECK (reads_as (t, 8192, buf, 4096), "refused writes changed nothing");
+  hc_tier_close (t2);
+
+  n = hc_tier_size (t);
+  hc_tier_close (t);
+  /* Data outlives the connection. */
+  t = open_nbd (s, 0);
+  if (t) {
+    CHECK_EQ (hc_tier_size (t), n, "same size again");
+    CHECK (reads_as (t, 8192, buf, 4096), "data survives reconnecting");
+    hc_tier_close (t);
+  }
+  stop_server (s);
+}
+
+/* Writes and reads its own quarter of a tier, from one of four threads. */
+struct worker {
+  hc_tier *t;
+  uint64_t base, span;
+  unsigned seed;
+  unsigned bad;
+};
+
+static void *
+worker_run (void *arg)
+{
+  struct worker *w = arg;
+  unsigned char *model = calloc (1, w->span), *buf = malloc (256 * KiB);
+  uint64_t r = 0x2545f4914f6cdd1du * (w->seed + 1);
+
+  if (!model || !buf) {
+    w->bad++;
+    free (model);
+    free (buf);
+    return NULL;
+  }
+  if (hc_tier_zero (w->t, w->base, w->span) != 0)
+    w->bad++;
+  for (unsigned i = 0; i < 300; i++) {
+    r ^= r << 13, r ^= r >> 7, r ^= r << 17;
+    uint64_t len = (1 + r % 512) * HC_SECTOR_SIZE;
+    uint64_t off = (r >> 20) % ((w->span - len) / HC_SECTOR_SIZE + 1) * HC_SECTOR_SIZE;
+    fill (buf, len, r);
+    if (hc_tier_write (w->t, buf, len, w->base + off, (r >> 40) % 16 ? 0 : HC_TIER_FUA) != 0)
+      w->bad++;
+    memcpy (model + off, buf, len);
+    r ^= r << 13, r ^= r >> 7, r ^= r << 17;
+    off = r % ((w->span - len) / HC_SECTOR_SIZE + 1) * HC_SECTOR_SIZE;
+    if (hc_tier_read (w->t, buf, len, w->base + off) != 0 || memcmp (buf, model + off, len))
+      w->bad++;
+    if (i % 50 == 0 && hc_tier_flush (w->t) != 0)
+      w->bad++;
+  }
+  for (uint64_t off = 0; off < w->span; off += 256 * KiB)
+    if (hc_tier_read (w->t, buf, 256 * KiB, w->base + off) != 0
+        || memcmp (buf, model + off, 256 * KiB))
+      w->bad++;
+  free (model);
+  free (buf);
+  return NULL;
+}
+
+/* Four threads with disjoint ranges, on the tier of server s; returns the
+ * connections the log saw them use. */
+static unsigned
+test_threads (struct server *s, hc_tier *t, const char *what)
+{
+  struct worker w[4];
+  pthread_t th[4];
+  uint64_t span = hc_tier_size (t) / 4;
+
+  span -= span % (256 * KiB);
+  log_mark (s);
+  for (unsigned i = 0; i < 4; i++) {
+    w[i] = (struct worker) { .t = t, .base = i * span, .span = span, .seed = i };
+    CHECK_EQ (pthread_create (&th[i], NULL, worker_run, &w[i]), 0, "thread %u", i);
+  }
+  for (unsigned i = 0; i < 4; i++) {
+    pthread_join (th[i], NULL);
+    CHECK_EQ (w[i].bad, 0u, "%s: thread %u saw %u errors", what, i, w[i].bad);
+  }
+  return log_scan (s, "Read", NULL).conns;
+}
+
+/* Threads on a multi-conn export and on one without multi-conn (one
+ * connection, which must serialise them correctly). */
+static void
+test_concurrency (void)
+{
+  static const char *const multi[] = { "memory", "16M", NULL };
+  static const char *const single[] = { "--filter=multi-conn", "memory", "16M",
+                                        "multi-conn-mode=disable", NULL };
+  struct server *s = start_server ("threads", true, multi);
+  struct server *s1 = start_server ("single", true, single);
+  unsigned char buf[4096];
+  hc_tier *t;
+  struct scan sc;
+
+  if (s && (t = open_nbd (s, 0))) {
+    CHECK_EQ (test_threads (s, t, "multi-conn"), 4u, "multi-conn: threads used 4 connections");
+    hc_tier_close (t);
+  }
+  if (s1 && (t = open_nbd (s1, 0))) {
+    CHECK_EQ (test_threads (s1, t, "single"), 1u, "no multi-conn: one connection");
+    log_mark (s1);
+    for (int i = 0; i < 4; i++)
+      CHECK_EQ (hc_tier_read (t, buf, sizeof buf, 0), 0, "read");
+    CHECK_EQ (hc_tier_flush (t), 0, "flush");
+    sc = log_scan (s1, "Read", NULL);
+    CHECK (sc.lines == 4 && sc.conns == 1, "single: reads on %u connections", sc.conns);
+    CHECK_EQ (log_scan (s1, "Flush", NULL).lines, 1u, "single: one flush");
+    hc_tier_close (t);
+  }
+  CHECK (s && s1, "servers for threads");
+  stop_server (s);
+  stop_server (s1);
+}
+
+/* A server that caps requests at 1 MiB and rejects larger ones; one without
+ * FUA; one without zero; one that needs 4 KiB alignment. */
+static void
+test_limits (void)
+{
+  static const char *const capped[] = { "--filter=blocksize-policy", "memory", "16M",
+                                        "blocksize-maximum=1M", "blocksize-error-policy=error",
+                                        NULL };
+  static const char *const nofua[] = { "--filter=fua", "memory", "16M", NULL };
+  static const char *const nozero[] = { "--filter=nozero", "memory", "16M", NULL };
+  struct server *s = start_server ("capped", true, capped);
+  struct server *sf = start_server ("nofua", true, nofua);
+  struct server *sz = start_server ("nozero", true, nozero);
+  unsigned char buf[64 * KiB];
+  hc_tier *t;
+  struct scan sc;
+
+  if (s && (t = open_nbd (s, 0))) {
+    sc = big_write (s, t, 5 * MiB, 3 * MiB + 512, 0, "capped");
+    CHECK (sc.lines == 5 && sc.max_count == 1 * MiB, "capped: 5 MiB in %u writes, largest %llu",
+           sc.lines, (unsigned long long) sc.max_count);
+    sc = big_write (s, t, 3 * MiB, 9 * MiB, HC_TIER_FUA, "capped FUA");
+    CHECK (sc.lines == 3 && sc.with == 3, "capped FUA: %u writes, %u with FUA", sc.lines, sc.with);
+    test_random (t, "capped");
+    hc_tier_close (t);
+  }
+  if (sf && (t = open_nbd (sf, 0))) {
+    CHECK_EQ (hc_tier_caps (t), (unsigned) (HC_CAP_DISCARD | HC_CAP_PERSISTENT), "nofua caps %#x",
+              hc_tier_caps (t));
+    fill (buf, 8192, 3);
+    log_mark (sf);
+    CHECK_EQ (hc_tier_write (t, buf, 8192, 4096, HC_TIER_FUA), 0, "nofua: FUA write");
+    sc = log_scan (sf, "Write", "fua=1");
+    CHECK (sc.lines == 1 && sc.with == 0, "nofua: a plain write (%u, %u with FUA)", sc.lines,
+           sc.with);
+    int wconn = sc.last_conn;
+    sc = log_scan (sf, "Flush", NULL);
+    CHECK (sc.lines == 1 && sc.last_conn == wconn,
+           "nofua: then one flush on the same connection (%u, conn %d vs %d)", sc.lines,
+           sc.last_conn, wconn);
+    CHECK (reads_as (t, 4096, buf, 8192), "nofua: read back");
+    test_roundtrip (t, "nofua");
+    hc_tier_close (t);
+  }
+  if (sz && (t = open_nbd (sz, 0))) {
+    CHECK_EQ (hc_tier_caps (t), (unsigned) (HC_CAP_FUA | HC_CAP_PERSISTENT), "nozero caps %#x",
+              hc_tier_caps (t));
+    fill (buf, sizeof buf, 5);
+    CHECK_EQ (hc_tier_write (t, buf, sizeof buf, 0, 0), 0, "nozero: write");
+    log_mark (sz);
+    CHECK_EQ (hc_tier_discard (t, 0, 8192), 0, "nozero: discard");
+    CHECK_EQ (hc_tier_zero (t, 16384, 8192), 0, "nozero: zero");
+    CHECK_EQ (log_scan (sz, "Zero", NULL).lines, 0u, "nozero: no zero requests");
+    CHECK_EQ (log_scan (sz, "Trim", NULL).lines, 0u, "nozero: no trim");
+    CHECK (log_scan (sz, "Write", NULL).lines >= 2, "nozero: zeros written instead");
+    CHECK (reads_zero (t, 0, 8192) && reads_zero (t, 16384, 8192), "nozero: zeros read back");
+    CHECK (reads_as (t, 8192, buf + 8192, 8192) && reads_as (t, 24576, buf + 24576, 8192),
+           "nozero: neighbours kept");
+    test_roundtrip (t, "nozero");
+    hc_tier_close (t);
+  }
+  CHECK (s && sf && sz, "servers for limits");
+  stop_server (s);
+  stop_server (sf);
+  stop_server (sz);
+
+  /* An export that cannot take 512-byte I/O is refused at open. */
+  static const char *const aligned[] = { "--filter=blocksize-policy", "memory", "16M",
+                                         "blocksize-minimum=4096", NULL };
+  struct server *sa = start_server ("4k", false, aligned);
+  char why[256] = "";
+  if (sa) {
+    t = NULL;
+    int rc = hc_tier_open_nbd (sa->uri, 0, &t, why, sizeof why);
+    CHECK (rc == -EINVAL && t == NULL && strstr (why, "4096"), "4 KiB minimum: %d %s", rc, why);
+    stop_server (sa);
+  }
+  CHECK (sa, "server 4k");
+}
+
+/* A read-only export: reads work, everything that writes is -EROFS. */
+static void
+test_readonly (void)
+{
+  static const char *const args[] = { "-r", "pattern", "8M", NULL };
+  struct server *s = start_server ("ro", false, args);
+  unsigned char buf[4096];
+  hc_tier *t;
+
+  if (!s || !(t = open_nbd (s, 0))) {
+    CHECK (false, "read-only server");
+    stop_server (s);
+    return;
+  }
+  CHECK_EQ (hc_tier_size (t), 8 * MiB, "ro: size");
+  CHECK_EQ (hc_tier_caps (t), (unsigned) HC_CAP_PERSISTENT, "ro: caps %#x", hc_tier_caps (t));
+  /* The pattern plugin: each 8-byte word holds its own offset, big-endian. */
+  CHECK_EQ (hc_tier_read (t, buf, sizeof buf, 8192), 0, "ro: read");
+  CHECK (buf[6] == 0x20 && buf[7] == 0x00 && buf[8 + 7] == 0x08, "ro: pattern data");
+  CHECK_EQ (hc_tier_write (t, buf, sizeof buf, 0, 0), -EROFS, "ro: write");
+  CHECK_EQ (hc_tier_write (t, buf, sizeof buf, 0, HC_TIER_FUA), -EROFS, "ro: FUA write");
+  CHECK_EQ (hc_tier_zero (t, 0, 4096), -EROFS, "ro: zero");
+  CHECK_EQ (hc_tier_discard (t, 0, 4096), -EROFS, "ro: discard");
+  CHECK_EQ (hc_tier_flush (t), 0, "ro: flush");
+
+  /* A server that goes away: errors, not a crash or a signal. */
+  kill_server (s, true);
+  int rc = hc_tier_read (t, buf, sizeof buf, 0);
+  CHECK (rc < 0 && rc != -EINVAL, "read from a dead server: %d", rc);
+  hc_tier_close (t);
+}
+
+/* A writable server that goes away under an open tier. */
+static void
+test_server_gone (void)
+{
+  static const char *const args[] = { "memory", "8M", NULL };
+  struct server *s = start_server ("gone", false, args);
+  unsigned char buf[4096] = { 1 };
+  hc_tier *t;
+  int rc;
+
+  if (!s || !(t = open_nbd (s, 0))) {
+    CHECK (false, "server for gone");
+    stop_server (s);
+    return;
+  }
+  CHECK_EQ (hc_tier_write (t, buf, sizeof buf, 0, 0), 0, "gone: write while up");
+  kill_server (s, true);
+  for (int i = 0; i < 4; i++) {
+    rc = hc_tier_write (t, buf, sizeof buf, 0, 0);
+    CHECK (rc < 0 && rc != -EINVAL, "gone: write %d: %d", i, rc);
+  }
+  rc = hc_tier_write (t, buf, sizeof buf, 0, HC_TIER_FUA);
+  CHECK (rc < 0, "gone: FUA write: %d", rc);
+  rc = hc_tier_zero (t, 0, sizeof buf);
+  CHECK (rc < 0, "gone: zero: %d", rc);
+  rc = hc_tier_flush (t);
+  CHECK (rc < 0, "gone: flush: %d", rc);
+  hc_tier_close (t);
+}
+
+/* Refusals, and hc_tier_open on paths. */
+static void
+test_errors (void)
+{
+  char why[256], path[128], long_uri[512];
+  hc_tier *t = NULL;
+  int rc, fd;
+
+  strcpy (why, "stale");
+  rc = hc_tier_open_nbd ("nbd+unix:///?socket=/nonexistent", 0, &t, why, sizeof why);
+  CHECK (rc < 0 && why[0] && strcmp (why, "stale"), "missing socket: %d %s", rc, why);
+  CHECK (t == NULL, "nothing returned on failure");
+  strcpy (why, "stale");
+  rc = hc_tier_open ("nbd+unix:///?socket=/nonexistent", 0, &t, why, sizeof why);
+  CHECK (rc < 0 && why[0] && strcmp (why, "stale"), "hc_tier_open, missing socket: %d %s", rc,
+         why);
+  rc = hc_tier_open_nbd ("nbd+unix:///", 0, &t, why, sizeof why);
+  CHECK (rc < 0 && why[0], "no socket parameter: %d %s", rc, why);
+  rc = hc_tier_open_nbd ("nbd://127.0.0.1:1/", 0, &t, why, sizeof why);
+  CHECK (rc < 0 && why[0], "nothing listening: %d %s", rc, why);
+  rc = hc_tier_open_nbd ("/dev/null", 0, &t, why, sizeof why);
+  CHECK (rc == -EINVAL && strstr (why, "/dev/null"), "a path is not a URI: %d %s", rc, why);
+  rc = hc_tier_open_nbd ("http://example.com/", 0, &t, why, sizeof why);
+  CHECK (rc == -EINVAL && why[0], "http: %d %s", rc, why);
+  CHECK_EQ (hc_tier_open_nbd ("nbd+unix:///?socket=/x", 1u << 7, &t, why, sizeof why), -EINVAL,
+            "unknown flag");
+  CHECK_EQ (hc_tier_open_nbd (NULL, 0, &t, why, sizeof why), -EINVAL, "NULL URI");
+  CHECK_EQ (hc_tier_open_nbd ("nbd+unix:///?socket=/nonexistent", 0, &t, NULL, 0) < 0, true,
+            "no why buffer");
+  CHECK (hc_tier_open ("nbd+unix:///?socket=/nonexistent", 0, &t, why, 1) < 0 && why[0] == '\0',
+         "a 1-byte why");
+  CHECK (t == NULL, "still nothing returned");
+
+  /* Paths go to the file tier. */
+  snprintf (path, sizeof path, "%s/file", tmpdir);
+  fd = open (path, O_RDWR | O_CREAT | O_TRUNC, 0600);
+  CHECK (fd >= 0 && ftruncate (fd, (off_t) (1 * MiB + 100)) == 0, "temp file");
+  if (fd >= 0)
+    close (fd);
+  CHECK_EQ (hc_tier_open (path, 0, &t, why, sizeof why), 0, "hc_tier_open file: %s", why);
+  if (t) {
+    CHECK_EQ (hc_tier_size (t), 1 * MiB, "file size");
+    CHECK (strncmp (hc_tier_name (t), "file:", 5) == 0, "file name %s", hc_tier_name (t));
+    test_roundtrip (t, "file via hc_tier_open");
+    hc_tier_close (t);
+    t = NULL;
+  }
+  snprintf (path, sizeof path, "%s/missing", tmpdir);
+  rc = hc_tier_open (path, 0, &t, why, sizeof why);
+  CHECK (rc == -ENOENT && strstr (why, path) && strstr (why, strerror (ENOENT)),
+         "missing file: %d %s", rc, why);
+  rc = hc_tier_open (tmpdir, 0, &t, why, sizeof why);
+  CHECK (rc == -EINVAL && strstr (why, tmpdir), "directory: %d %s", rc, why);
+  /* A scheme must match exactly to be NBD; otherwise it is a path. */
+  rc = hc_tier_open ("nbdx://host/", 0, &t, why, sizeof why);
+  CHECK (rc == -ENOENT && strstr (why, "nbdx://host/"), "nbdx is a path: %d %s", rc, why);
+  CHECK_EQ (hc_tier_open (NULL, 0, &t, why, sizeof why), -EINVAL, "NULL spec");
+  CHECK_EQ (hc_tier_open (path, 1u << 7, &t, why, sizeof why), -EINVAL, "unknown flag");
+
+  /* A name longer than the tier's name field is cut, not overflowed: an
+   * unknown query parameter lengthens the URI and libnbd ignores it. */
+  static const char *const args[] = { "memory", "1M", NULL };
+  struct server *s = start_server ("name", false, args);
+  if (s) {
+    snprintf (long_uri, sizeof long_uri, "%s&x=%0200d", s->uri, 0);
+    rc = hc_tier_open_nbd (long_uri, 0, &t, why, sizeof why);
+    CHECK_EQ (rc, 0, "long URI: %s", why);
+    if (rc == 0) {
+      CHECK (strlen (hc_tier_name (t)) == 127 && strncmp (hc_tier_name (t), "nbd:", 4) == 0
+             && strncmp (hc_tier_name (t) + 4, long_uri, 123) == 0, "long name %s",
+             hc_tier_name (t));
+      hc_tier_close (t);
+    }
+    stop_server (s);
+  }
+}
+
+/* A write-back volume whose slow tier is an NBD export. */
+static void
+test_volume (void)
+{
+  static const char *const args[] = { "memory", "64M", NULL };
+  struct server *s = start_server ("volume", false, args);
+  struct hc_format_opts fo = { .mode = HC_MODE_WRITEBACK };
+  struct hc_open_opts oo = { .no_cleaner = true };
+  enum { N = 24, LEN = 40000 };
+  static unsigned char data[N][LEN], got[LEN];
+  uint64_t off[N];
+  hc_tier *fast = NULL, *slow = NULL, *direct;
+  hc_volume *v = NULL;
+  char why[256] = "";
+  unsigned bad = 0;
+
+  if (!s) {
+    CHECK (false, "volume server");
+    return;
+  }
+  fo.slow_path = s->uri;
+  CHECK_EQ (hc_tier_new_memory (16 * MiB, &fast), 0, "fast tier");
+  CHECK_EQ (hc_tier_open (s->uri, 0, &slow, why, sizeof why), 0, "slow tier: %s", why);
+  if (!fast || !slow)
+    goto out;
+  CHECK_EQ (hc_volume_format (fast, slow, &fo, why, sizeof why), 0, "format: %s", why);
+  CHECK_EQ (hc_volume_open (fast, slow, &oo, &v, why, sizeof why), 0, "open: %s", why);
+  if (!v)
+    goto out;
+  CHECK_EQ (hc_volume_mode (v), HC_MODE_WRITEBACK, "write-back");
+  /* Unaligned writes spread over the volume. */
+  for (unsigned i = 0; i < N; i++) {
+    off[i] = (uint64_t) i * (hc_volume_size (v) / N) + 333 * i;
+    fill (data[i], LEN, 100 + i);
+    if (hc_volume_write (v, data[i], LEN, off[i], i % 5 ? 0 : HC_VOL_FUA, NULL) != 0)
+      bad++;
+  }
+  CHECK_EQ (bad, 0u, "volume writes");
+  for (unsigned i = 0; i < N; i++)
+    if (hc_volume_read (v, got, LEN, off[i], NULL) != 0 || memcmp (got, data[i], LEN))
+      bad++;
+  CHECK_EQ (bad, 0u, "volume reads");
+  CHECK_EQ (hc_volume_flush (v), 0, "volume flush");
+  CHECK_EQ (hc_volume_clean (v), 0, "volume clean");
+
+  /* Cleaned: the export holds the data, seen over a connection of its own
+   * (the volume addresses the slow tier one to one). */
+  CHECK_EQ (hc_tier_open_nbd (s->uri, HC_TIER_READONLY, &direct, why, sizeof why), 0,
+            "direct: %s", why);
+  for (unsigned i = 0; i < N; i++) {
+    unsigned char *sec = malloc (LEN + 1024);
+    uint64_t a = off[i] - off[i] % HC_SECTOR_SIZE;
+    size_t alen = (off[i] + LEN + HC_SECTOR_SIZE - 1) / HC_SECTOR_SIZE * HC_SECTOR_SIZE - a;
+    if (!sec || hc_tier_read (direct, sec, alen, a) != 0
+        || memcmp (sec + (off[i] - a), data[i], LEN))
+      bad++;
+    free (sec);
+  }
+  CHECK_EQ (bad, 0u, "the export holds the cleaned data");
+  hc_tier_close (direct);
+  CHECK_EQ (hc_volume_close (v), 0, "volume close");
+  v = NULL;
+
+  /* Over new connections, the volume opens and reads the same. */
+  hc_tier_close (slow);
+  slow = NULL;
+  CHECK_EQ (hc_tier_open_nbd (s->uri, 0, &slow, why, sizeof why), 0, "reopen slow: %s", why);
+  if (!slow)
+    goto out;
+  CHECK_EQ (hc_volume_check (fast, slow, why, sizeof why), 0, "check: %s", why);
+  CHECK_EQ (hc_volume_open (fast, slow, &oo, &v, why, sizeof why), 0, "reopen: %s", why);
+  if (!v)
+    goto out;
+  for (unsigned i = 0; i < N; i++)
+    if (hc_volume_read (v, got, LEN, off[i], NULL) != 0 || memcmp (got, data[i], LEN))
+      bad++;
+  CHECK_EQ (bad, 0u, "volume reads after reopening");
+  /* And once more with the fast tier's copies dropped: only the export has
+   * the data now. */
+  CHECK_EQ (hc_volume_set_mode (v, HC_MODE_PASSTHROUGH), 0, "passthrough");
+  for (unsigned i = 0; i < N; i++)
+    if (hc_volume_read (v, got, LEN, off[i], NULL) != 0 || memcmp (got, data[i], LEN))
+      bad++;
+  CHECK_EQ (bad, 0u, "passthrough reads from the export");
+  CHECK_EQ (hc_volume_close (v), 0, "volume close");
+out:
+  hc_tier_close (slow);
+  hc_tier_close (fast);
+  stop_server (s);
+}
+
+int
+main (void)
+{
+  if (!on_path ("nbdkit")) {
+    printf ("test_tier_nbd: nbdkit not on PATH, skipped\n");
+    return 77;
+  }
+  if (!mkdtemp (tmpdir)) {
+    perror ("mkdtemp");
+    return 1;
+  }
+  atexit (cleanup);
+  test_errors ();
+  test_memory_export ();
+  test_limits ();
+  test_readonly ();
+  test_server_gone ();
+  test_concurrency ();
+  test_volume ();
+  return test_exit ("test_tier_nbd");
+}

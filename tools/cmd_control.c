@@ -1,0 +1,360 @@
+/* The commands of the hintcache tool that talk to a running volume through
+ * its control socket:
+ *
+ *   advise --socket S --range OFF:LEN … HINT      hint byte ranges of the volume
+ *   advise --socket S --file PATH … HINT          hint where files lie on it
+ *   advise … --withdraw                           withdraw those hints instead
+ *   control --socket S LINE …                     raw requests, for scripts
+ *
+ * (stats and clean take --socket too; they live in cmd_volume.c and use the
+ * helpers here.)
+ *
+ * A file's place on the device comes from the FIEMAP ioctl: its physical
+ * extents, flushed first (FIEMAP_FLAG_SYNC) so delayed allocation has
+ * happened, merged where they touch, and shifted by --device-offset when
+ * the file system does not start at the volume's byte 0 (a partition).
+ * Extents that have no fixed, aligned place — unknown, delayed, encoded,
+ * inline or unaligned — are skipped and counted.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "hintcache/control.h"
+#include "hintcache/extents.h"
+#include "hintcache/hintcache.h"
+#include "cli.h"
+#include "commands.h"
+
+/* ---------------------------------------------------------------------------
+ * Helpers shared with cmd_volume.c
+ */
+int
+control_open (const char *cmd, const char *path, hc_control_client **out)
+{
+  char why[512];
+  int rc = hc_control_connect (path, out, why, sizeof why);
+
+  if (rc < 0)
+    return cli_fail (cmd, "%s", why);
+  return 0;
+}
+
+int
+control_ask (const char *cmd, hc_control_client *c, const char *request, char *reply, size_t len)
+{
+  int rc = hc_control_request (c, request, reply, len);
+
+  if (rc < 0)
+    return cli_fail (cmd, "%s: %s", request, len ? reply : strerror (-rc));
+  return 0;
+}
+
+/* The name of an errno value, as the server writes it. */
+static const char *
+errno_name (int err)
+{
+  const char *name = strerrorname_np (err);
+  return name ? name : "EIO";
+}
+
+/* ---------------------------------------------------------------------------
+ * advise
+ */
+static const char advise_usage[] =
+  "Usage: hintcache advise --socket SOCKET --range OFF:LEN [--range OFF:LEN …] HINT\n"
+  "       hintcache advise --socket SOCKET --file PATH [PATH …] [--device-offset N] HINT\n"
+  "       hintcache advise --socket SOCKET (--range OFF:LEN | --file PATH) … --withdraw\n"
+  "\n"
+  "Stores a range hint on a running volume for byte ranges of it, or for the blocks that\n"
+  "files occupy on it (found with the FIEMAP ioctl, after flushing the files' delayed\n"
+  "allocation).  Later I/O there without a hint of its own takes the range's class.\n"
+  "  --socket SOCKET      the volume's control socket\n"
+  "  --range OFF:LEN      a byte range of the volume (k, M, G, T suffixes); repeatable\n"
+  "  --file PATH          a file on a file system on the volume; repeatable, and with\n"
+  "                       --file every operand before HINT is a file too, so that\n"
+  "                       'advise --socket S --file /mnt/db/pg_wal/* journal' works\n"
+  "  --device-offset N    where the file system starts on the volume (default 0)\n"
+  "  --withdraw           withdraw the hints of those ranges or files instead (no HINT)\n"
+  "HINT: a class and/or an advice (metadata, journal, willneed, background+dontneed …).\n"
+  "Prints one line per file: 'PATH: N extents, BYTES bytes -> HINT'.\n";
+
+enum { OPT_SOCKET = 400, OPT_RANGE, OPT_FILE, OPT_DEVOFF, OPT_WITHDRAW };
+
+static const struct option advise_opts[] = {
+  { "help", no_argument, NULL, 'h' },
+  { "socket", required_argument, NULL, OPT_SOCKET },
+  { "range", required_argument, NULL, OPT_RANGE },
+  { "file", required_argument, NULL, OPT_FILE },
+  { "device-offset", required_argument, NULL, OPT_DEVOFF },
+  { "withdraw", no_argument, NULL, OPT_WITHDRAW },
+  { NULL, 0, NULL, 0 },
+};
+
+/* A byte range of the volume. */
+struct range {
+  uint64_t off, len;
+};
+
+/* Sends advise (hint non-NULL) or unadvise for one range.  Returns 0, or
+ * prints why (prefixed with `what`) and returns -1. */
+static int
+send_range (const char *cmd, hc_control_client *c, const char *what, uint64_t off, uint64_t len,
+            const char *hint)
+{
+  char line[256], reply[HC_CONTROL_LINE];
+  int rc;
+
+  if (hint)
+    snprintf (line, sizeof line, "advise %" PRIu64 " %" PRIu64 " %s", off, len, hint);
+  else
+    snprintf (line, sizeof line, "unadvise %" PRIu64 " %" PRIu64, off, len);
+  if ((rc = hc_control_request (c, line, reply, sizeof reply)) < 0) {
+    cli_fail (cmd, "%s: %" PRIu64 "+%" PRIu64 ": %s", what, off, len, reply);
+    return -1;
+  }
+  return 0;
+}
+
+/* Hints (or withdraws) one file's extents.  Returns 0 or -1 after printing
+ * why. */
+static int
+advise_file (const char *cmd, hc_control_client *c, const char *path, uint64_t devoff,
+             const char *hint)
+{
+  struct hc_extent_list x;
+  int fd, rc;
+
+  if ((fd = open (path, O_RDONLY | O_CLOEXEC)) < 0) {
+    cli_fail (cmd, "%s: %s", path, strerror (errno));
+    return -1;
+  }
+  rc = hc_file_extents (fd, 0, UINT64_MAX, HC_EXTENTS_SYNC, &x);
+  close (fd);
+  if (rc < 0) {
+    if (rc == -EOPNOTSUPP || rc == -ENOTTY)
+      cli_fail (cmd, "%s: the file system does not report extents (FIEMAP: %s)", path,
+                strerror (-rc));
+    else if (rc == -EINVAL)
+      cli_fail (cmd, "%s: not a regular file", path);
+    else
+      cli_fail (cmd, "%s: %s", path, strerror (-rc));
+    return -1;
+  }
+  for (size_t i = 0; i < x.n && rc == 0; i++) {
+    const struct hc_extent *e = &x.e[i];
+    if (e->physical > UINT64_MAX - devoff || e->length > UINT64_MAX - devoff - e->physical) {
+      cli_fail (cmd, "%s: --device-offset %" PRIu64 " puts an extent past 2^64", path, devoff);
+      rc = -1;
+    } else {
+      rc = send_range (cmd, c, path, devoff + e->physical, e->length, hint);
+    }
+  }
+  if (rc == 0) {
+    printf ("%s: %zu extent%s, %" PRIu64 " bytes -> %s", path, x.n, x.n == 1 ? "" : "s", x.bytes,
+            hint ? hint : "withdrawn");
+    if (x.unplaced)
+      printf (" (%" PRIu64 " extent%s skipped: not at a fixed, aligned place)", x.unplaced,
+              x.unplaced == 1 ? "" : "s");
+    putchar ('\n');
+  }
+  hc_extent_list_free (&x);
+  return rc;
+}
+
+int
+cmd_advise (int argc, char **argv)
+{
+  const char *cmd = "advise";
+  const char *socket = NULL, *hint_text = NULL;
+  struct range *ranges = NULL;
+  const char **files = NULL;
+  size_t nranges = 0, nfiles = 0;
+  uint64_t devoff = 0;
+  bool withdraw = false, devoff_given = false;
+  int ch, status = EXIT_USAGE;
+
+  /* At most one range or file per argument. */
+  if (!(ranges = calloc ((size_t) argc, sizeof *ranges))
+      || !(files = calloc ((size_t) argc, sizeof *files))) {
+    free (ranges);
+    return cli_fail (cmd, "out of memory");
+  }
+  optind = 1;
+  while ((ch = getopt_long (argc, argv, "h", advise_opts, NULL)) != -1) {
+    switch (ch) {
+    case 'h':
+      fputs (advise_usage, stdout);
+      status = 0;
+      goto out;
+    case OPT_SOCKET: socket = optarg; break;
+    case OPT_RANGE: {
+      char *colon = strchr (optarg, ':');
+      struct range *r = &ranges[nranges];
+      if (colon)
+        *colon = '\0';
+      bool ok = colon && parse_size (optarg, &r->off) == 0 && parse_size (colon + 1, &r->len) == 0;
+      if (colon)
+        *colon = ':';
+      if (!ok) {
+        cli_usage (cmd, "--range: '%s' is not OFF:LEN (e.g. 1M:64k)", optarg);
+        goto out;
+      }
+      if (r->len == 0 || r->off > UINT64_MAX - r->len) {
+        cli_usage (cmd, "--range: '%s' is empty or past 2^64", optarg);
+        goto out;
+      }
+      nranges++;
+      break;
+    }
+    case OPT_FILE: files[nfiles++] = optarg; break;
+    case OPT_DEVOFF:
+      if (parse_size (optarg, &devoff) < 0) {
+        cli_usage (cmd, "--device-offset: '%s' is not a size", optarg);
+        goto out;
+      }
+      devoff_given = true;
+      break;
+    case OPT_WITHDRAW: withdraw = true; break;
+    default:
+      cli_usage (cmd, "bad option; see 'hintcache %s --help'", cmd);
+      goto out;
+    }
+  }
+  if (!socket) {
+    cli_usage (cmd, "--socket SOCKET is required (see --help)");
+    goto out;
+  }
+  /* Operands: the HINT last (unless --withdraw); with --file, files before it. */
+  int nops = argc - optind, nfile_ops = withdraw ? nops : nops - 1;
+  if (!withdraw) {
+    if (nops < 1) {
+      cli_usage (cmd, "missing HINT (or --withdraw); see --help");
+      goto out;
+    }
+    hint_text = argv[argc - 1];
+  }
+  if (nfile_ops > 0) {
+    if (nfiles == 0) {
+      cli_usage (cmd, "unexpected operand '%s' (files need --file; see --help)", argv[optind]);
+      goto out;
+    }
+    for (int i = 0; i < nfile_ops; i++)
+      files[nfiles++] = argv[optind + i];
+  }
+  if (nranges == 0 && nfiles == 0) {
+    cli_usage (cmd, "give --range OFF:LEN or --file PATH (see --help)");
+    goto out;
+  }
+  if (devoff_given && nfiles == 0) {
+    cli_usage (cmd, "--device-offset applies to --file only");
+    goto out;
+  }
+
+  /* Check the hint here for a clear message, and send it as one word. */
+  char hint[128];
+  if (hint_text) {
+    struct hc_hint h;
+    if (hc_hint_parse (hint_text, &h) < 0 || hc_hint_format (h, hint, sizeof hint) < 0
+        || (h.cls == HC_CLASS_UNCLASSIFIED && h.advice == HC_ADVICE_NONE)) {
+      cli_usage (cmd, "'%s' is not a hint with a class or an advice (e.g. metadata, journal, "
+                 "willneed, background+dontneed)", hint_text);
+      goto out;
+    }
+  }
+
+  hc_control_client *c;
+  if ((status = control_open (cmd, socket, &c)) != 0)
+    goto out;
+  for (size_t i = 0; i < nranges; i++) {
+    char what[64];
+    snprintf (what, sizeof what, "range %" PRIu64 ":%" PRIu64, ranges[i].off, ranges[i].len);
+    if (send_range (cmd, c, what, ranges[i].off, ranges[i].len, hint_text ? hint : NULL) < 0)
+      status = 1;
+    else
+      printf ("%s -> %s\n", what, hint_text ? hint : "withdrawn");
+  }
+  for (size_t i = 0; i < nfiles; i++)
+    if (advise_file (cmd, c, files[i], devoff, hint_text ? hint : NULL) < 0)
+      status = 1;
+  hc_control_close (c);
+
+out:
+  free (ranges);
+  free (files);
+  return status;
+}
+
+/* ---------------------------------------------------------------------------
+ * control
+ */
+static const char control_usage[] =
+  "Usage: hintcache control --socket SOCKET LINE [LINE …]\n"
+  "\n"
+  "Sends each LINE as one request to a running volume's control socket and prints each\n"
+  "reply as it comes: 'ok [PAYLOAD]' or 'error ENAME MESSAGE'.  Exit 0 if every reply\n"
+  "was ok, 1 otherwise.  Requests:\n"
+  "  version                 the protocol version\n"
+  "  advise OFF LEN HINT     store a range hint (class and/or advice)\n"
+  "  unadvise OFF LEN        withdraw the range hints there\n"
+  "  hint OFF                the range hint stored for OFF\n"
+  "  stats                   statistics as KEY=VALUE words\n"
+  "  info                    size, block size, cache blocks, mode, policy, range hints\n"
+  "  clean                   write back every dirty block\n"
+  "  mode MODE               writethrough, writeback, writearound, passthrough\n"
+  "  quit                    end the connection\n"
+  "Numbers: decimal or 0x hex, with an optional K, M, G or T suffix.\n";
+
+static const struct option control_opts[] = {
+  { "help", no_argument, NULL, 'h' },
+  { "socket", required_argument, NULL, OPT_SOCKET },
+  { NULL, 0, NULL, 0 },
+};
+
+int
+cmd_control (int argc, char **argv)
+{
+  const char *cmd = "control", *socket = NULL;
+  hc_control_client *c;
+  char *reply;
+  int ch, status = 0, rc;
+
+  optind = 1;
+  /* "+": stop at the first LINE, so that lines are never taken for options. */
+  while ((ch = getopt_long (argc, argv, "+h", control_opts, NULL)) != -1) {
+    switch (ch) {
+    case 'h': fputs (control_usage, stdout); return 0;
+    case OPT_SOCKET: socket = optarg; break;
+    default: return cli_usage (cmd, "bad option; see 'hintcache %s --help'", cmd);
+    }
+  }
+  if (!socket)
+    return cli_usage (cmd, "--socket SOCKET is required (see --help)");
+  if (optind == argc)
+    return cli_usage (cmd, "expected at least one request LINE (see --help)");
+  if (!(reply = malloc (HC_CONTROL_LINE)))
+    return cli_fail (cmd, "out of memory");
+  if ((rc = control_open (cmd, socket, &c)) != 0) {
+    free (reply);
+    return rc;
+  }
+  for (int i = optind; i < argc; i++) {
+    rc = hc_control_request (c, argv[i], reply, HC_CONTROL_LINE);
+    if (rc == 0)
+      printf ("ok%s%s\n", reply[0] ? " " : "", reply);
+    else {
+      printf ("error %s %s\n", errno_name (-rc), reply);
+      status = 1;
+    }
+    fflush (stdout);
+  }
+  hc_control_close (c);
+  free (reply);
+  return status;
+}
