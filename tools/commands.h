@@ -28,6 +28,13 @@ int parse_size (const char *s, uint64_t *out);
 int cmd_advise (int argc, char **argv);  /* range hints for byte ranges or files */
 int cmd_control (int argc, char **argv); /* raw requests, for scripts */
 
+/* `hintcache hintd`: the file-system-aware hint daemon (cmd_hintd.c). */
+int cmd_hintd (int argc, char **argv);
+
+/* `hintcache run`: a command with a per-process hint, through the preload
+ * library (cmd_run.c). */
+int cmd_run (int argc, char **argv);
+
 /* Connects to the control socket at `path`.  Returns 0, or prints why and
  * returns the exit status (cmd_control.c). */
 int control_open (const char *cmd, const char *path, hc_control_client **out);

@@ -24,6 +24,8 @@ static const struct cli_command commands[] = {
   { "io", cmd_io, "read, write, flush, discard, zero, advise or set the mode" },
   { "advise", cmd_advise, "hint byte ranges or files' extents to a running volume" },
   { "control", cmd_control, "send raw requests to a running volume's control socket" },
+  { "hintd", cmd_hintd, "hint a file system's metadata, journal and files to a running volume" },
+  { "run", cmd_run, "run a command whose writes carry a per-process hint (preload library)" },
 };
 
 int
