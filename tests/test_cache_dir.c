@@ -168,6 +168,96 @@ test_scan_resistance (void)
   CHECK (arc > lru + lru / 10, "arc resists the scan (%u vs %u)", arc, lru);
 }
 
+/* One access with the sequential flag; returns true on a hit, and counts
+ * sequential bypasses in *cut. */
+static bool
+access_seq (struct hc_directory *d, uint64_t origin, bool seq, bool write, unsigned *cut)
+{
+  struct hc_access a = { .origin = origin, .write = write, .seq = seq };
+  enum hc_bypass why;
+
+  if (hc_dir_access (d, &a) != HC_NIL)
+    return true;
+  if (!hc_dir_admit (d, &a, &why) || !hc_dir_make_room (d, &a, always, NULL, &why, NULL)) {
+    *cut += why == HC_BYPASS_SEQUENTIAL;
+    hc_dir_bypass (d, &a, why);
+    return false;
+  }
+  hc_dir_install (d, hc_dir_take_free (d), &a, write);
+  return false;
+}
+
+/* The hint-aware policy's sequential cutoff checks itself (miniature
+ * simulations, hintaware.c): it turns on where one-pass streams would push
+ * a hot set out, and stays off where streamed data is read back soon. */
+static void
+test_adaptive_cutoff (void)
+{
+  struct hc_directory d, s3;
+  unsigned cut = 0, cut_s3 = 0, hot_hits = 0, hot_hits_s3 = 0, late_cut = 0;
+
+  /* 1. A hot set of 3,000 blocks in a 4,096-block cache, and a scan that
+   *    never comes back: once measured, the scan is bypassed (no flash
+   *    written for it) and the hot set does at least as well as under plain
+   *    S3-FIFO, which is scan-resistant already. */
+  CHECK (hc_dir_init (&d, 4096, HC_POLICY_HINTAWARE, NULL, false) == 0, "init");
+  CHECK (hc_dir_init (&s3, 4096, HC_POLICY_S3FIFO, NULL, false) == 0, "init s3fifo");
+  uint64_t scan = 1u << 30;
+  for (unsigned round = 0; round < 60; round++) {
+    for (unsigned i = 0; i < 3000; i++) {
+      uint64_t o = next_rand () % 3000;
+      bool late = round >= 30;
+      hot_hits += access_seq (&d, o, false, false, &cut) && late;
+      hot_hits_s3 += access_seq (&s3, o, false, false, &cut_s3) && late;
+    }
+    for (unsigned i = 0; i < 3000; i++, scan++) {
+      unsigned before = cut;
+      access_seq (&d, scan, true, false, &cut);
+      access_seq (&s3, scan, true, false, &cut_s3);
+      late_cut += round >= 30 && cut > before;
+    }
+  }
+  CHECK (late_cut > 30 * 3000 * 9 / 10, "a one-pass scan is bypassed once measured: %u of %u",
+         late_cut, 30 * 3000);
+  CHECK (hot_hits >= hot_hits_s3, "the hot set: %u hits vs %u under s3fifo", hot_hits,
+         hot_hits_s3);
+  CHECK (cut_s3 == 0, "s3fifo has no cutoff");
+  struct hc_stats st, st3;
+  hc_dir_stats (&d, &st);
+  hc_dir_stats (&s3, &st3);
+  CHECK (st.cls[0].admissions[0] < st3.cls[0].admissions[0] / 2,
+         "the scan costs no flash: %llu admissions vs %llu under s3fifo",
+         (unsigned long long) st.cls[0].admissions[0], (unsigned long long) st3.cls[0].admissions[0]);
+  hc_dir_fini (&d);
+  hc_dir_fini (&s3);
+
+  /* 2. Streams written and read back a moment later (a build: object
+   *    files, then the linker): the cutoff stays off, as many hits as
+   *    plain S3-FIFO. */
+  unsigned hits = 0, hits_s3 = 0;
+  cut = cut_s3 = 0;
+  CHECK (hc_dir_init (&d, 4096, HC_POLICY_HINTAWARE, NULL, false) == 0, "init");
+  CHECK (hc_dir_init (&s3, 4096, HC_POLICY_S3FIFO, NULL, false) == 0, "init s3fifo");
+  for (uint64_t file = 0; file < 400; file++) {
+    uint64_t base = (file + 1) << 20;
+    for (uint64_t b = 0; b < 256; b++) {
+      access_seq (&d, base + b, b >= 8, true, &cut);
+      access_seq (&s3, base + b, b >= 8, true, &cut_s3);
+    }
+    if (file >= 2) { /* read back the file written two files ago */
+      for (uint64_t b = 0; b < 256; b++) {
+        hits += access_seq (&d, base - (2 << 20) + b, b >= 8, false, &cut);
+        hits_s3 += access_seq (&s3, base - (2 << 20) + b, b >= 8, false, &cut_s3);
+      }
+    }
+  }
+  CHECK (hits + 398 * 256 / 100 >= hits_s3, "read-back streams: %u hits vs %u under s3fifo", hits,
+         hits_s3);
+  CHECK (cut < 400 * 256 / 20, "read-back streams are mostly admitted: %u bypassed", cut);
+  hc_dir_fini (&d);
+  hc_dir_fini (&s3);
+}
+
 static void
 test_admission (void)
 {
@@ -194,7 +284,7 @@ test_admission (void)
   acc.seq = true;
   acc.write = false;
   acc.hint = (struct hc_hint) { 0 };
-  CHECK (!hc_dir_admit (&d, &acc, &why) && why == HC_BYPASS_SEQUENTIAL, "sequential cutoff");
+  CHECK (hc_dir_admit (&d, &acc, &why), "no sequential cutoff before it has shown it pays");
 
   /* Shares: data may hold 10 % = 10 blocks, paging none. */
   hc_classes_get (t, HC_CLASS_DATA, &a);
@@ -361,6 +451,7 @@ main (void)
   test_lru_exact ();
   test_scan_resistance ();
   test_admission ();
+  test_adaptive_cutoff ();
   test_deferred_and_dirty ();
   test_journal_demoted_after_writeback ();
   test_protection ();

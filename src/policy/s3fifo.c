@@ -26,9 +26,9 @@
 #define SKIP_LIMIT 4096
 
 int
-hc_s3_init (struct hc_policy *p, double small_ratio)
+hc_s3_init (struct hc_policy *p, double small_ratio, size_t size)
 {
-  struct hc_s3 *s = calloc (1, sizeof *s);
+  struct hc_s3 *s = calloc (1, size > sizeof *s ? size : sizeof *s);
   uint32_t n = p->map->n;
 
   if (!s)
@@ -159,7 +159,7 @@ static const struct hc_s3_rules plain_rules = { plain_promote, plain_age, plain_
 static int
 s3_init (struct hc_policy *p)
 {
-  return hc_s3_init (p, 0.10);
+  return hc_s3_init (p, 0.10, 0);
 }
 
 static void

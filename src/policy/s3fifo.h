@@ -27,8 +27,10 @@ struct hc_s3_rules {
 };
 
 /* Allocates the S3-FIFO state, the small FIFO holding small_ratio of the
- * cache.  Returns 0 or -ENOMEM. */
-int hc_s3_init (struct hc_policy *p, double small_ratio);
+ * cache, as the first member of a zeroed block of `size` bytes (0: just
+ * struct hc_s3), so a policy built on it can keep more state after it.
+ * Returns 0 or -ENOMEM. */
+int hc_s3_init (struct hc_policy *p, double small_ratio, size_t size);
 void hc_s3_fini (struct hc_policy *p);
 size_t hc_s3_bytes (const struct hc_policy *p);
 
