@@ -39,7 +39,9 @@
  * last writable fd of the file is closed (close, fclose, dup2/dup3 over it,
  * close_range, closefrom; or at exit), what was preallocated past the end
  * of file is given back: "unadvise" for its extents, then FALLOC_FL_PUNCH_HOLE
- * (invisible to readers; disk usage ends as without the library).
+ * (invisible to readers; disk usage ends as without the library), or on
+ * ext4, which does not punch past the end of file, ftruncate to the size;
+ * the modification time is put back after either.
  *
  * Writes seen: write, pwrite, pwrite64, writev, pwritev, pwritev64,
  * pwritev2, pwritev64v2, copy_file_range and sendfile/sendfile64 (their
@@ -88,8 +90,9 @@
  * given back, when the file may have another writer (it grew beyond this
  * process's writes, a write is in flight, or it had blocks past its end
  * before — a program's own preallocation); a writer in another process
- * that extends the file in the few microseconds between the final size
- * check and the punch is the one case this cannot see.  A process killed by
+ * (or one the library does not see) that extends the file in the few
+ * microseconds between the final size check and the punch or truncation
+ * is the one case this cannot see.  A process killed by
  * a signal, or one that calls _exit or exec with the file still open,
  * leaves its preallocation past the end of file.
  */
@@ -112,6 +115,7 @@
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/syscall.h>
+#include <sys/sysmacros.h>
 #include <sys/time.h>
 #include <sys/uio.h>
 #include <sys/un.h>
@@ -362,6 +366,9 @@ warn (const char *fmt, ...)
   va_end (ap);
   if (k > 0)
     n = (int) min64 ((uint64_t) n + (uint64_t) k, sizeof msg - 2);
+  for (int i = 0; i < n; i++) /* a garbled reply quoted in it stays one plain line */
+    if ((unsigned char) msg[i] < 0x20 || msg[i] == 0x7f)
+      msg[i] = '?';
   msg[n++] = '\n';
   if (RESOLVE (write))
     (void) !real_write (2, msg, (size_t) n);
@@ -892,11 +899,21 @@ fd_lookup (int fd, const struct stat *st, const struct mount *m)
 
 /* Gives back our preallocation in [a, b) past the end of file: unadvise
  * its extents, punch it out.  Kept (not given back) when another writer
- * may be at work. */
+ * may be at work.
+ *
+ * ext4 does not punch past the end of file (it returns 0 and frees
+ * nothing); there only truncating to the size frees those blocks, and it
+ * frees all of them past the end of file: so it is done when blocks are
+ * left in [a, b) and there are none past b (nothing past the end of file is
+ * anyone's but ours), the size checked right before.  Both the punch (even
+ * ext4's that frees nothing) and ftruncate set the modification time: it
+ * is put back to what it was, since the program may have set it (cp -p,
+ * tar and rsync -t do, before closing). */
 static void
 give_back (struct file *f, int fd, uint64_t a, uint64_t b)
 {
   struct stat st;
+  struct hc_extent_list x;
 
   if (a >= b)
     return;
@@ -912,11 +929,28 @@ give_back (struct file *f, int fd, uint64_t a, uint64_t b)
   a = max64 (a, up (size, f->bs));
   if (a >= b)
     return;
+  const struct timespec times[2] = { { .tv_nsec = UTIME_OMIT }, st.st_mtim };
   send_extents (fd, f->devoff, a, b, NULL);
   if (fstat (fd, &st) < 0 || (uint64_t) st.st_size != size
       || real_fallocate (fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t) a,
-                         (off_t) (b - a)) < 0)
+                         (off_t) (b - a)) < 0) {
     stats.kept++;
+    return;
+  }
+  if (hc_file_extents (fd, a, UINT64_MAX, 0, &x) == 0) {
+    uint64_t last = 0;
+    for (size_t i = 0; i < x.n; i++)
+      last = max64 (last, x.e[i].logical + x.e[i].length);
+    bool foreign = x.unplaced > 0 || last > b;
+    hc_extent_list_free (&x);
+    /* Blocks left (ext4): truncate, if they are only ours. */
+    if (last > 0
+        && (foreign || !RESOLVE (ftruncate) || fstat (fd, &st) < 0
+            || (uint64_t) st.st_size != size || real_ftruncate (fd, (off_t) size) < 0))
+      stats.kept++;
+  }
+  if (fstat (fd, &st) == 0 && (uint64_t) st.st_size == size)
+    (void) futimens (fd, times);
 }
 
 /* The file's last writable fd (fd) is going: give back everything. */
@@ -974,8 +1008,18 @@ fill_holes (struct file *f, int fd, uint64_t a, uint64_t b)
   return true;
 }
 
-/* A write of [off, end) with hint h goes beyond the hinted range: place
- * and hint the next chunk. */
+/* Whether a write at off leaves a gap past the end of file (size) over
+ * blocks we preallocated (even inside the hinted range). */
+static bool
+gap_over_prealloc (const struct file *f, uint64_t size, uint64_t off)
+{
+  return off > size && f->pre_hi > f->pre_lo
+         && max64 (up (size, f->bs), f->pre_lo) < min64 (f->pre_hi, down (off, f->bs));
+}
+
+/* A write of [off, end) with hint h goes beyond the hinted range (or
+ * leaves a gap past the end of file over our preallocation): place and
+ * hint the next chunk. */
 static void
 extend (struct file *f, int fd, uint64_t size, uint64_t off, uint64_t end, struct hc_hint h,
         bool append)
@@ -986,6 +1030,18 @@ extend (struct file *f, int fd, uint64_t size, uint64_t off, uint64_t end, struc
   if (!same_hint (f->hinted, h) || off < f->lo || off > f->hi) {
     f->lo = f->hi = down (off, bs);
     f->hinted = h;
+  }
+  /* A write past the end of file leaves a gap over our preallocation: give
+   * our blocks back, so that the gap stays a hole as it would without us.
+   * All of them (on ext4 only truncating frees blocks past the end of file,
+   * and it frees them all; see give_back), and the write is placed anew.
+   * Not while another thread's write is in flight: give_back would keep
+   * them, and they would be forgotten, not given back at the last close.
+   * Even when the socket has failed since we preallocated (no need of it). */
+  if (gap_over_prealloc (f, size, off) && atomic_load (&f->inflight) == 0) {
+    give_back (f, fd, max64 (up (size, bs), f->pre_lo), f->pre_hi);
+    f->pre_lo = f->pre_hi = 0;
+    f->lo = f->hi = down (off, bs);
   }
   if (!sock_ready ()) {
     stats.dropped++;
@@ -1004,17 +1060,6 @@ extend (struct file *f, int fd, uint64_t size, uint64_t off, uint64_t end, struc
     }
     f->checked = true;
   }
-  /* A write past the end of file leaves a gap: give back our blocks in
-   * it, so that it stays a hole as it would without us. */
-  if (off > size && f->pre_hi > f->pre_lo) {
-    uint64_t a = max64 (up (size, bs), f->pre_lo), b = min64 (f->pre_hi, down (off, bs));
-    give_back (f, fd, a, b);
-    if (b >= f->pre_hi)
-      f->pre_lo = f->pre_hi = 0;
-    else
-      f->pre_lo = max64 (f->pre_lo, b);
-  }
-
   uint64_t ahead = 0;
   if (!append && !f->no_punch) {
     ahead = min64 (max64 (f->hi - f->lo, AHEAD_MIN), AHEAD_MAX);
@@ -1060,6 +1105,27 @@ extend (struct file *f, int fd, uint64_t size, uint64_t off, uint64_t end, struc
 /* Everything before a write of len bytes to fd passes on: off is the
  * offset, or -1 for the fd's position; append says RWF_APPEND.  Returns
  * the file, whose in-flight count after_write drops, or NULL. */
+/* fstat without the times, for the per-write path: device, inode, mode,
+ * size and block size.  Not asking for timestamps matters: on kernels with
+ * multigrain timestamps, reading a file's ctime makes its next write take
+ * a fresh timestamp and dirty the inode (a journal update on ext4), which
+ * more than doubled the cost of a small write. */
+static int
+stat_fd (int fd, struct stat *st)
+{
+  struct statx x;
+
+  if (statx (fd, "", AT_EMPTY_PATH, STATX_TYPE | STATX_MODE | STATX_INO | STATX_SIZE, &x) < 0)
+    return -1;
+  memset (st, 0, sizeof *st);
+  st->st_dev = makedev (x.stx_dev_major, x.stx_dev_minor);
+  st->st_ino = x.stx_ino;
+  st->st_mode = x.stx_mode;
+  st->st_size = (off_t) x.stx_size;
+  st->st_blksize = x.stx_blksize;
+  return 0;
+}
+
 static struct file *
 before_write (int fd, int64_t off, uint64_t len, bool append)
 {
@@ -1068,12 +1134,43 @@ before_write (int fd, int64_t off, uint64_t len, bool append)
   struct file *f = NULL;
   int saved = errno;
 
-  if (len == 0 || (off < 0 && off != -1) || !RESOLVE (fcntl) || !RESOLVE (fallocate)
-      || fstat (fd, &st) < 0 || !S_ISREG (st.st_mode) || !(m = mount_of (st.st_dev)))
+  if (len == 0 || (off < 0 && off != -1))
+    goto out;
+  /* The common case, without a system call: a positioned write inside the
+   * range already placed and hinted with the same hint, on an fd bound to
+   * its file, not past the end of file as last seen (no gap to mind).  What
+   * this cannot see is a truncation by another process since the last write
+   * that went the long way; blocks re-allocated there may then miss their
+   * hint (never anything of the program's). */
+  if (off >= 0 && !append && (uint64_t) off <= (uint64_t) INT64_MAX - len) {
+    enter ();
+    struct fdent *d = fd_entry (fd);
+    uint64_t end = (uint64_t) off + len;
+    if (d && d->writable && !d->append) {
+      struct file *g = d->f;
+      struct hc_hint h = effective_hint (g, (struct hc_hint) { 0 });
+      if (!empty_hint (h) && !g->no_prealloc && same_hint (g->hinted, h)
+          && (uint64_t) off >= g->lo && end <= g->hi && (uint64_t) off <= g->last_size) {
+        g->max_end = max64 (g->max_end, end);
+        atomic_fetch_add (&g->inflight, 1);
+        f = g;
+      }
+    }
+    leave ();
+    if (f)
+      goto out;
+  }
+  if (!RESOLVE (fcntl) || !RESOLVE (fallocate) || stat_fd (fd, &st) < 0 || !S_ISREG (st.st_mode)
+      || !(m = mount_of (st.st_dev)))
     goto out;
   enter ();
   struct fdent *d = fd_lookup (fd, &st, m);
   if (!d || !d->writable)
+    goto unlock;
+  /* The size again, under the lock: another thread's write may have grown
+   * the file since the fstat above and set last_size, and the stale size
+   * would look like a truncation (forgetting the preallocation). */
+  if (stat_fd (fd, &st) < 0)
     goto unlock;
   f = d->f;
   uint64_t size = (uint64_t) st.st_size;
@@ -1107,7 +1204,8 @@ before_write (int fd, int64_t off, uint64_t len, bool append)
   }
   uint64_t end = start + len;
   f->max_end = max64 (f->max_end, end);
-  if (!same_hint (f->hinted, h) || start < f->lo || end > f->hi)
+  if (!same_hint (f->hinted, h) || start < f->lo || end > f->hi
+      || (gap_over_prealloc (f, size, start) && atomic_load (&f->inflight) == 0))
     extend (f, fd, size, start, end, h, append || d->append);
   atomic_fetch_add (&f->inflight, 1);
 unlock:

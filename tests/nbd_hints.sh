@@ -126,12 +126,19 @@ hintd_pid=
 
 # ---- 2. The preload library. ----------------------------------------------
 export HINTCACHE_SOCKET=$ctl HINTCACHE_MOUNTS=$fs
+# In the sanitizer build the library needs the sanitizer runtimes loaded
+# first; `hintcache run` puts the library first, so it gets them after.
+pl=$preload
+if [ -n "$asan_preload" ]; then
+  pl="${asan_preload# } $preload"
+  export ASAN_OPTIONS=detect_leaks=0:verify_asan_link_order=0
+fi
 unadm() { echo $(( $(stat_of unclassified write admissions) )); }
 a0=$(unadm)
-LD_PRELOAD=$preload ionice -c2 -n4096 dd if=/dev/zero of="$fs/x" bs=1M count=64 status=none
+LD_PRELOAD=$pl ionice -c2 -n4096 dd if=/dev/zero of="$fs/x" bs=1M count=64 status=none
 sync
 a1=$(unadm)
-LD_PRELOAD=$preload dd if=/dev/zero of="$fs/y" bs=1M count=64 status=none
+LD_PRELOAD=$pl dd if=/dev/zero of="$fs/y" bs=1M count=64 status=none
 sync
 a2=$(unadm)
 echo "dd 64 MiB: admitted $((a1 - a0)) blocks under ionice -c2 -n4096, $((a2 - a1)) without"
@@ -139,7 +146,7 @@ echo "dd 64 MiB: admitted $((a1 - a0)) blocks under ionice -c2 -n4096, $((a2 - a
 [ $((a2 - a1)) -ge 8192 ] || fail "plain data was not admitted: $((a2 - a1)) blocks"
 
 j0=$(( $(stat_of journal write misses) + $(stat_of journal write hits) ))
-"$hc" run --class journal --socket "$ctl" --mount "$fs" -- \
+LD_PRELOAD=${asan_preload# } "$hc" run --class journal --socket "$ctl" --mount "$fs" -- \
   dd if=/dev/zero of="$fs/z" bs=1M count=16 status=none
 sync
 j1=$(( $(stat_of journal write misses) + $(stat_of journal write hits) ))
@@ -150,7 +157,7 @@ echo "hintcache run --class journal: journal writes $j0 -> $j1 blocks"
 # declined above (y's are cached already, nothing would be fetched).
 "$hc" stats --socket "$ctl" --json > "$tmp/s0.json"
 p0=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["prefetched"])' "$tmp/s0.json")
-LD_PRELOAD=$preload python3 - "$fs/x" <<'PY'
+LD_PRELOAD=$pl python3 - "$fs/x" <<'PY'
 import os, sys
 fd = os.open(sys.argv[1], os.O_RDONLY)
 os.posix_fadvise(fd, 0, 8 << 20, os.POSIX_FADV_WILLNEED)
