@@ -80,7 +80,11 @@
  * forked child forgets its parent's connection and preallocations
  * (pthread_atfork), and a vfork child changes nothing.  A process with no
  * hint and no F_SET_RW_HINT pays per write a check of a per-thread cache of
- * its ioprio, re-read at most every 100 ms (`ionice -p` can change it).
+ * its ioprio, re-read at most every 100 ms (`ionice -p` can change it); a
+ * hinted positioned write inside the range already hinted pays the lock and
+ * a table lookup, no system call; other hinted writes a statx that asks for
+ * no timestamps (asking for them makes the next write dirty the inode on a
+ * kernel with multigrain timestamps, which doubled the cost of small writes).
  * The library's own socket I/O uses send/recv, and it calls the real
  * functions (dlsym RTLD_NEXT) for everything it interposes.
  *
