@@ -181,14 +181,19 @@ mini_access (struct mini *m, const struct hc_access *a, bool bypass)
   return true;
 }
 
-/* Feeds a sampled access to both miniature caches and moves the counter
- * towards the one that missed when the other did not. */
+static bool is_protected (const struct hc_policy *p, const struct hc_access *a);
+
+/* Feeds a sampled access to both miniature caches (the one with the cutoff
+ * bypasses what the real one would) and moves the counter towards the one
+ * that missed when the other did not. */
 static void
-simulate (struct ha *h, const struct hc_access *a)
+simulate (struct hc_policy *p, const struct hc_access *a)
 {
+  struct ha *h = p->state;
+
   if (hc_map_hash (a->origin ^ UINT64_C (0x5bd1e995)) >= h->sample_below)
     return;
-  bool miss_cut = mini_access (&h->sim[0], a, a->seq);
+  bool miss_cut = mini_access (&h->sim[0], a, a->seq && !is_protected (p, a));
   bool miss_all = mini_access (&h->sim[1], a, false);
   if (miss_cut && !miss_all && h->lead < MINI_LIMIT)
     h->lead++;
@@ -196,14 +201,12 @@ simulate (struct ha *h, const struct hc_access *a)
     h->lead--;
 }
 
-static bool is_protected (const struct hc_policy *p, const struct hc_access *a);
-
 static bool
 ha_admit (struct hc_policy *p, const struct hc_access *a, enum hc_bypass *why)
 {
   struct ha *h = p->state;
 
-  simulate (h, a);
+  simulate (p, a);
   if (a->seq && !is_protected (p, a) && h->lead < 0) {
     *why = HC_BYPASS_SEQUENTIAL;
     return false;
@@ -243,7 +246,7 @@ ha_hit (struct hc_policy *p, uint32_t c, const struct hc_access *a)
 {
   struct hc_map *m = p->map;
 
-  simulate (p->state, a);
+  simulate (p, a);
   if (a->hint.advice == HC_ADVICE_DONTNEED) {
     hc_s3_demote (p, c);
     return;
