@@ -81,8 +81,9 @@
  * (pthread_atfork), and a vfork child changes nothing.  A process with no
  * hint and no F_SET_RW_HINT pays per write a check of a per-thread cache of
  * its ioprio, re-read at most every 100 ms (`ionice -p` can change it); a
- * hinted positioned write inside the range already hinted pays the lock and
- * a table lookup, no system call; other hinted writes a statx that asks for
+ * hinted positioned write inside the range already hinted, or any hinted
+ * write while the socket is down, pays the lock and a table lookup, no
+ * system call; other hinted writes a statx that asks for
  * no timestamps (asking for them makes the next write dirty the inode on a
  * kernel with multigrain timestamps, which doubled the cost of small writes).
  * The library's own socket I/O uses send/recv, and it calls the real
@@ -1146,29 +1147,37 @@ before_write (int fd, int64_t off, uint64_t len, bool append)
    * this cannot see is a truncation by another process since the last write
    * that went the long way; blocks re-allocated there may then miss their
    * hint (never anything of the program's). */
-  if (off >= 0 && !append && (uint64_t) off <= (uint64_t) INT64_MAX - len) {
-    enter ();
-    struct fdent *d = fd_entry (fd);
-    uint64_t end = (uint64_t) off + len;
-    if (d && d->writable && !d->append) {
-      struct file *g = d->f;
-      struct hc_hint h = effective_hint (g, (struct hc_hint) { 0 });
-      if (!empty_hint (h) && !g->no_prealloc && same_hint (g->hinted, h)
-          && (uint64_t) off >= g->lo && end <= g->hi && (uint64_t) off <= g->last_size) {
-        g->max_end = max64 (g->max_end, end);
-        atomic_fetch_add (&g->inflight, 1);
-        f = g;
-      }
+  enter ();
+  struct fdent *d = fd_entry (fd);
+  bool done = false;
+  if (d && d->writable) {
+    struct file *g = d->f;
+    struct hc_hint h = effective_hint (g, (struct hc_hint) { 0 });
+    uint64_t end = off >= 0 ? (uint64_t) off + len : 0;
+    if (empty_hint (h) || g->no_prealloc) {
+      /* the long way decides */
+    } else if (sock_fd < 0 && g->pre_hi <= g->pre_lo && clock_ns (CLOCK_MONOTONIC) < retry_at) {
+      /* The socket is down and nothing of ours is in the file to mind:
+       * nothing to place or send. */
+      stats.dropped++;
+      done = true;
+    } else if (off >= 0 && !append && !d->append && (uint64_t) off <= (uint64_t) INT64_MAX - len
+               && same_hint (g->hinted, h) && (uint64_t) off >= g->lo && end <= g->hi
+               && (uint64_t) off <= g->last_size) {
+      g->max_end = max64 (g->max_end, end);
+      atomic_fetch_add (&g->inflight, 1);
+      f = g;
+      done = true;
     }
-    leave ();
-    if (f)
-      goto out;
   }
+  leave ();
+  if (done)
+    goto out;
   if (!RESOLVE (fcntl) || !RESOLVE (fallocate) || stat_fd (fd, &st) < 0 || !S_ISREG (st.st_mode)
       || !(m = mount_of (st.st_dev)))
     goto out;
   enter ();
-  struct fdent *d = fd_lookup (fd, &st, m);
+  d = fd_lookup (fd, &st, m);
   if (!d || !d->writable)
     goto unlock;
   /* The size again, under the lock: another thread's write may have grown
