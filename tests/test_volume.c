@@ -409,6 +409,87 @@ test_threads (void)
   hc_tier_close (slow);
 }
 
+/* Multi-block writes in write-back are batched, each batch holding several
+ * stripes (io.c, write_batch).  Threads write overlapping 64 KiB - 1 MiB
+ * runs across the whole 8 MiB volume (2,048 blocks: stripes wrap, two blocks
+ * share each one) while others read: every block must end whole, from one
+ * write (each block's bytes name the write), and a thread started after
+ * them must still get every stripe (a stripe left locked would hang it). */
+struct batcher {
+  hc_volume *v;
+  unsigned id, errors;
+  uint64_t blocks; /* the volume's */
+};
+
+static void *
+batcher_main (void *arg)
+{
+  struct batcher *b = arg;
+  const uint64_t blocks = b->blocks;
+  uint8_t *buf = malloc (256 * BS);
+  uint64_t local = b->id * 104729 + 7;
+
+  for (unsigned i = 0; buf && i < 300; i++) {
+    local ^= local << 13, local ^= local >> 7, local ^= local << 17;
+    uint64_t n = 16 + local % 241, first = (local >> 12) % (blocks - n);
+    if (b->id % 2 == 0) {
+      for (uint64_t k = 0; k < n; k++) /* each block: the write's id, whole */
+        memset (buf + k * BS, (int) (1 + b->id * 64 + i % 61), BS);
+      if (hc_volume_write (b->v, buf, n * BS, first * BS, i % 16 == 0 ? HC_VOL_FUA : 0, NULL) < 0)
+        b->errors++;
+    } else if (hc_volume_read (b->v, buf, n * BS, first * BS, NULL) < 0) {
+      b->errors++;
+    } else {
+      for (uint64_t k = 0; k < n; k++)
+        if (buf[k * BS] != buf[k * BS + BS / 2] || buf[k * BS] != buf[k * BS + BS - 1])
+          b->errors++; /* a torn block: two writes in one */
+    }
+  }
+  free (buf);
+  return NULL;
+}
+
+static void
+test_batched_writes (void)
+{
+  hc_tier *fast, *slow;
+  struct hc_format_opts fo = { .mode = HC_MODE_WRITEBACK };
+  char why[200];
+  pthread_t th[4];
+  struct batcher b[4];
+
+  hc_tier_new_memory (FAST, &fast);
+  hc_tier_new_memory (SLOW, &slow);
+  hc_volume_format (fast, slow, &fo, why, sizeof why);
+  hc_volume *v = open_vol (fast, slow, true);
+  for (unsigned i = 0; i < 4; i++) {
+    b[i] = (struct batcher) { v, i, 0, hc_volume_size (v) / BS };
+    pthread_create (&th[i], NULL, batcher_main, &b[i]);
+  }
+  for (unsigned i = 0; i < 4; i++) {
+    pthread_join (th[i], NULL);
+    CHECK (b[i].errors == 0, "batcher %u: %u errors", i, b[i].errors);
+  }
+  /* Every block whole, and every stripe free for another thread. */
+  static uint8_t all[SLOW];
+  CHECK (hc_volume_read (v, all, hc_volume_size (v), 0, NULL) == 0, "read all");
+  unsigned torn = 0;
+  for (uint64_t k = 0; k < hc_volume_size (v) / BS; k++)
+    for (unsigned j = 1; j < BS; j++)
+      if (all[k * BS + j] != all[k * BS]) {
+        torn++;
+        break;
+      }
+  CHECK (torn == 0, "%u torn blocks", torn);
+  b[0] = (struct batcher) { v, 0, 0, hc_volume_size (v) / BS };
+  pthread_create (&th[0], NULL, batcher_main, &b[0]);
+  pthread_join (th[0], NULL);
+  CHECK (b[0].errors == 0, "a later writer: %u errors", b[0].errors);
+  CHECK (hc_volume_close (v) == 0, "close");
+  hc_tier_close (fast);
+  hc_tier_close (slow);
+}
+
 /* Sustained write-back writes of three times the cache: the cleaner keeps
  * up (no write falls back to the slow tier for want of a clean block), the
  * class of dirty data survives to its write-back, and everything reads back. */
@@ -478,6 +559,7 @@ main (void)
   test_mode_switch_discard_zero ();
   test_fast_errors ();
   test_threads ();
+  test_batched_writes ();
   test_sustained_writes ();
   return test_exit ("test_volume");
 }

@@ -365,9 +365,39 @@ write_slow_span (hc_volume *v, uint64_t blk, uint32_t boff, uint32_t blen, const
                         (flags & HC_VOL_FUA) ? HC_TIER_FUA : 0);
 }
 
+/* Whole-block writes in write-back mode are batched: a request's blocks
+ * are decided one by one as always, but the copies-on-write that only need
+ * their data put on the fast tier and their mapping recorded are deferred,
+ * so that blocks taken one after the other go out as one write and are
+ * recorded in one trip through the volume lock (write_batch).  Up to
+ * BATCH_BLOCKS at a time; the caller holds all their stripes. */
+#define BATCH_BLOCKS 64
+
+struct deferred {
+  uint32_t c, newc;     /* the copy being replaced (HC_NIL on a miss), the new block */
+  const uint8_t *src;   /* the block's new data */
+  struct hc_access a;
+};
+
+struct batch {
+  struct deferred e[BATCH_BLOCKS];
+  unsigned n;
+};
+
+/* Releases blk's stripe, unless a batch holds it for the caller. */
+static inline void
+unlock_stripe (hc_volume *v, uint64_t blk, const struct batch *bt)
+{
+  if (!bt)
+    pthread_rwlock_unlock (stripe (v, blk));
+}
+
+/* Writes one block's part [boff, boff+blen).  With bt (a whole block in a
+ * batch, its stripe held by the caller), a plain copy-on-write is left in
+ * bt for flush_batch to finish. */
 static int
 write_block (hc_volume *v, uint64_t blk, uint32_t boff, uint32_t blen, const uint8_t *src,
-             unsigned flags, struct req *r, bool *commit_after)
+             unsigned flags, struct req *r, bool *commit_after, struct batch *bt)
 {
   const bool full = boff == 0 && blen == v->bs;
   const bool sector_aligned = !((boff | blen) & (HC_SECTOR_SIZE - 1));
@@ -383,11 +413,12 @@ write_block (hc_volume *v, uint64_t blk, uint32_t boff, uint32_t blen, const uin
 
   if (!full && !bounce)
     return -ENOMEM;
-  pthread_rwlock_wrlock (stripe (v, blk));
+  if (!bt)
+    pthread_rwlock_wrlock (stripe (v, blk));
   pthread_mutex_lock (&v->lock);
   if (v->failed || v->opts.read_only) {
     pthread_mutex_unlock (&v->lock);
-    pthread_rwlock_unlock (stripe (v, blk));
+    unlock_stripe (v, blk, bt);
     return v->opts.read_only ? -EROFS : -EIO;
   }
   req_start (v, r);
@@ -423,7 +454,7 @@ write_block (hc_volume *v, uint64_t blk, uint32_t boff, uint32_t blen, const uin
           v->dir.stats.errors_fast++;
           unpin (v, c);
           pthread_mutex_unlock (&v->lock);
-          pthread_rwlock_unlock (stripe (v, blk));
+          unlock_stripe (v, blk, bt);
           return rc;
         }
         if (rc < 0) /* clean: the slow tier has the same data */
@@ -474,6 +505,12 @@ write_block (hc_volume *v, uint64_t blk, uint32_t boff, uint32_t blen, const uin
     commit_first = true;
   pthread_mutex_unlock (&v->lock);
 
+  /* A plain copy-on-write of a whole block: the batch finishes it. */
+  if (bt && newc != HC_NIL && full && !to_slow) {
+    bt->e[bt->n++] = (struct deferred) { .c = c, .newc = newc, .src = src, .a = a };
+    goto out;
+  }
+
   /* Build the new block image where a whole block is needed. */
   if (newc != HC_NIL) {
     if (full) {
@@ -496,7 +533,7 @@ write_block (hc_volume *v, uint64_t blk, uint32_t boff, uint32_t blen, const uin
       if (c != HC_NIL)
         unpin (v, c);
       pthread_mutex_unlock (&v->lock);
-      pthread_rwlock_unlock (stripe (v, blk));
+      unlock_stripe (v, blk, bt);
       return rc;
     }
     pthread_mutex_lock (&v->lock);
@@ -555,8 +592,84 @@ out:
   if (flags & HC_VOL_FUA)
     *commit_after = true;
   pthread_mutex_unlock (&v->lock);
-  pthread_rwlock_unlock (stripe (v, blk));
+  unlock_stripe (v, blk, bt);
   return rc;
+}
+
+/* Finishes a batch's deferred copies-on-write: each run of new blocks that
+ * follow one another on the fast tier and in the request is one write, and
+ * the mappings are installed (or moved from the old copies) and recorded as
+ * write_block would have.  A failed write gives its blocks back and leaves
+ * the old copies in place.  Returns 0 or the first error. */
+static int
+flush_batch (hc_volume *v, struct batch *bt)
+{
+  int rc = 0;
+
+  for (unsigned i = 0, j; i < bt->n; i = j) {
+    for (j = i + 1; j < bt->n && bt->e[j].newc == bt->e[j - 1].newc + 1
+                    && bt->e[j].src == bt->e[j - 1].src + v->bs; j++)
+      ;
+    int w = rc < 0 ? rc
+                   : hc_tier_write (v->fast, bt->e[i].src, (size_t) (j - i) * v->bs,
+                                    fast_off (v, bt->e[i].newc), 0);
+    pthread_mutex_lock (&v->lock);
+    for (unsigned k = i; k < j; k++) {
+      struct deferred *d = &bt->e[k];
+      if (w < 0) {
+        untake (v, d->newc);
+        v->dir.stats.errors_fast++;
+      } else if (d->c != HC_NIL) {
+        hc_dir_relocate (&v->dir, d->c, d->newc);
+        hc_meta_record_block (v, d->c);
+      } else {
+        hc_dir_install (&v->dir, d->newc, &d->a, false);
+      }
+      if (d->c != HC_NIL)
+        unpin (v, d->c);
+      if (w == 0) {
+        hc_dir_set_dirty (&v->dir, d->newc, d->a.hint.cls);
+        hc_meta_record_block (v, d->newc);
+        v->dir.stats.cls[d->a.hint.cls].flash_bytes_written += v->bs;
+      }
+    }
+    pthread_mutex_unlock (&v->lock);
+    if (w < 0 && rc == 0)
+      rc = w;
+  }
+  bt->n = 0;
+  return rc;
+}
+
+/* Writes n (≤ BATCH_BLOCKS) whole blocks from blk on, holding all their
+ * stripes, taken in ascending stripe order as the range operations take
+ * them (so no two lockers of several stripes can wait on each other). */
+static int
+write_batch (hc_volume *v, uint64_t blk, unsigned n, const uint8_t *src, unsigned flags,
+             struct req *r, bool *commit_after)
+{
+  struct batch *bt = malloc (sizeof *bt);
+  unsigned first = (unsigned) (blk % HC_STRIPES), wrap;
+  int rc = 0;
+
+  if (!bt)
+    return -ENOMEM;
+  bt->n = 0;
+  /* Consecutive blocks have consecutive stripes, wrapping at most once. */
+  wrap = first + n > HC_STRIPES ? first + n - HC_STRIPES : 0;
+  for (unsigned s = 0; s < wrap; s++)
+    pthread_rwlock_wrlock (&v->stripes[s]);
+  for (unsigned s = first; s < first + n - wrap; s++)
+    pthread_rwlock_wrlock (&v->stripes[s]);
+  for (unsigned i = 0; i < n && rc == 0; i++)
+    rc = write_block (v, blk + i, 0, v->bs, src + (size_t) i * v->bs, flags, r, commit_after, bt);
+  int frc = flush_batch (v, bt);
+  for (unsigned s = first + n - wrap; s-- > first;)
+    pthread_rwlock_unlock (&v->stripes[s]);
+  for (unsigned s = wrap; s-- > 0;)
+    pthread_rwlock_unlock (&v->stripes[s]);
+  free (bt);
+  return rc < 0 ? rc : frc;
 }
 
 /* ---------------------------------------------------------------------------
@@ -609,7 +722,16 @@ hc_volume_write (hc_volume *v, const void *buf, size_t len, uint64_t off, unsign
     uint64_t blk = off >> v->bshift;
     uint32_t boff = (uint32_t) (off & (v->bs - 1));
     uint32_t blen = v->bs - boff < len ? v->bs - boff : (uint32_t) len;
-    rc = write_block (v, blk, boff, blen, src, flags, &r, &commit);
+    uint64_t whole = boff ? 0 : len >> v->bshift;
+    if (whole >= 2 && __atomic_load_n (&v->mode, __ATOMIC_RELAXED) == HC_MODE_WRITEBACK) {
+      /* (The mode is read without the lock only to choose the way; each
+       * block decides under the lock, and only write-back defers.) */
+      unsigned n = whole < BATCH_BLOCKS ? (unsigned) whole : BATCH_BLOCKS;
+      rc = write_batch (v, blk, n, src, flags, &r, &commit);
+      blen = n * v->bs;
+    } else {
+      rc = write_block (v, blk, boff, blen, src, flags, &r, &commit, NULL);
+    }
     src += blen;
     off += blen;
     len -= blen;

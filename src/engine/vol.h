@@ -12,7 +12,10 @@
  *      block's data I/O happens under its stripe — shared for reads, exclusive
  *      for writes, write-back and prefetch — so a read-miss fill can never
  *      install data older than a concurrent write, and the cleaner never
- *      marks clean a block that changed under it.  One stripe at a time.
+ *      marks clean a block that changed under it.  One stripe at a time,
+ *      except that range operations take all of them and a batch of whole
+ *      blocks in write-back (write_batch, up to 64) takes its own, both in
+ *      ascending stripe order.
  *   2. commit_lock: one commit or checkpoint at a time.
  *   3. lock: the directory, the journal buffer, the lists, the range hints,
  *      the statistics.  Never held across I/O, except that a read-only open
