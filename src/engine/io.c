@@ -119,9 +119,11 @@ reclaim_batch (const hc_volume *v)
  * retaken).  A class at its maximum share gives up one of its own blocks
  * first.  When the free list is empty, a batch of clean blocks is evicted
  * and a commit makes them reusable; when nothing is clean, the cleaner is
- * asked and waited for briefly.  Returns the block, or HC_NIL with *why. */
+ * asked and waited for briefly — unless !may_wait (a caller holding several
+ * stripes, which would keep the cleaner from the blocks in them).  Returns
+ * the block, or HC_NIL with *why. */
 static uint32_t
-take_block (hc_volume *v, const struct hc_access *a, enum hc_bypass *why)
+take_block (hc_volume *v, const struct hc_access *a, enum hc_bypass *why, bool may_wait)
 {
   if (hc_dir_at_share (&v->dir, a->hint.cls)) {
     uint32_t e = hc_dir_evict (&v->dir, a->hint.cls, hc_vol_evictable, v);
@@ -140,7 +142,7 @@ take_block (hc_volume *v, const struct hc_access *a, enum hc_bypass *why)
     if (evict_batch (v, reclaim_batch (v)) == 0 && v->dir.map.pending.count == 0
         && v->committing.count == 0) {
       /* Everything is dirty or busy: wait for the cleaner. */
-      if (!v->cleaner_started || v->failed)
+      if (!v->cleaner_started || v->failed || !may_wait)
         break;
       uint64_t before = v->cleaned;
       struct timespec ts;
@@ -303,7 +305,7 @@ read_block (hc_volume *v, uint64_t blk, uint32_t boff, uint32_t blen, uint8_t *d
     goto from_slow;
   }
   if (hc_dir_admit (&v->dir, &a, &why) && !v->opts.read_only && bounce_buf (v, r))
-    newc = take_block (v, &a, &why);
+    newc = take_block (v, &a, &why, true);
   if (newc == HC_NIL)
     hc_dir_bypass (&v->dir, &a, why);
   pthread_mutex_unlock (&v->lock);
@@ -440,7 +442,7 @@ write_block (hc_volume *v, uint64_t blk, uint32_t boff, uint32_t blen, const uin
      * stripe keeps it mapped to blk. */
     pin (v, c);
     if (mode != HC_MODE_PASSTHROUGH)
-      newc = take_block (v, &a, &why);
+      newc = take_block (v, &a, &why, !bt);
     if (newc == HC_NIL) {
       if (mode != HC_MODE_PASSTHROUGH)
         hc_dir_bypass (&v->dir, &a, why);
@@ -490,7 +492,7 @@ write_block (hc_volume *v, uint64_t blk, uint32_t boff, uint32_t blen, const uin
     if (!full)
       why = HC_BYPASS_PARTIAL;
     else if (hc_dir_admit (&v->dir, &a, &why))
-      newc = take_block (v, &a, &why);
+      newc = take_block (v, &a, &why, !bt);
     if (newc == HC_NIL) {
       hc_dir_bypass (&v->dir, &a, why);
       to_slow = true;
@@ -655,6 +657,19 @@ write_batch (hc_volume *v, uint64_t blk, unsigned n, const uint8_t *src, unsigne
   if (!bt)
     return -ENOMEM;
   bt->n = 0;
+  /* A batch must not wait for free blocks holding its stripes (the cleaner
+   * skips blocks whose stripe is busy): without room for twice the batch,
+   * its blocks go one by one. */
+  pthread_mutex_lock (&v->lock);
+  bool room = v->dir.map.free.count >= 2 * n;
+  pthread_mutex_unlock (&v->lock);
+  if (!room) {
+    for (unsigned i = 0; i < n && rc == 0; i++)
+      rc = write_block (v, blk + i, 0, v->bs, src + (size_t) i * v->bs, flags, r, commit_after,
+                        NULL);
+    free (bt);
+    return rc;
+  }
   /* Consecutive blocks have consecutive stripes, wrapping at most once. */
   wrap = first + n > HC_STRIPES ? first + n - HC_STRIPES : 0;
   for (unsigned s = 0; s < wrap; s++)
@@ -882,7 +897,7 @@ hc_vol_prefetch_block (hc_volume *v, uint64_t blk, struct hc_hint hint)
     return 0;
   }
   if (v->mode == HC_MODE_PASSTHROUGH || v->failed || !hc_dir_admit (&v->dir, &a, &why)
-      || (c = take_block (v, &a, &why)) == HC_NIL) {
+      || (c = take_block (v, &a, &why, true)) == HC_NIL) {
     pthread_mutex_unlock (&v->lock);
     pthread_rwlock_unlock (stripe (v, blk));
     return 0;
