@@ -15,7 +15,8 @@
  *      marks clean a block that changed under it.  One stripe at a time,
  *      except that range operations take all of them and a batch of whole
  *      blocks in write-back (write_batch, up to 64) takes its own, both in
- *      ascending stripe order.
+ *      ascending stripe order; a batch never waits for the cleaner while
+ *      holding its stripes.
  *   2. commit_lock: one commit or checkpoint at a time.
  *   3. lock: the directory, the journal buffer, the lists, the range hints,
  *      the statistics.  Never held across I/O, except that a read-only open
