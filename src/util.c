@@ -397,8 +397,13 @@ hc_alloc_huge (size_t bytes)
 {
   void *p;
 
-  if (bytes < HUGE_PAGE / 2) /* not worth a huge page */
-    return calloc (1, bytes ? bytes : 1);
+  if (bytes < HUGE_PAGE / 2) { /* not worth a huge page; cache-line aligned */
+    size_t len = (bytes + 63) & ~(size_t) 63;
+    p = aligned_alloc (64, len ? len : 64);
+    if (p)
+      memset (p, 0, len ? len : 64);
+    return p;
+  }
   /* Huge pages need 2 MiB-aligned extents: map a page more, trim both ends. */
   size_t len = (bytes + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1);
   char *raw = mmap (NULL, len + HUGE_PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,

@@ -66,7 +66,8 @@ int hc_kv_next (struct hc_kv_reader *r, char **key, char **value, struct hc_pars
 int hc_read_small_file (const char *path, size_t max, char **text, size_t *len);
 
 /* Allocates `bytes` of zeroed memory for a large, randomly accessed table,
- * in transparent huge pages where the kernel offers them.  Returns NULL if
+ * aligned to a cache line at least, in transparent huge pages where the
+ * kernel offers them.  Returns NULL if
  * out of memory.  Free with hc_free_huge and the same size. */
 void *hc_alloc_huge (size_t bytes);
 void hc_free_huge (void *p, size_t bytes);

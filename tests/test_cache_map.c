@@ -1,5 +1,6 @@
-/* The map: hash index against a reference under random churn, lists, and
- * relocation keeping a block's place on its queue. */
+/* The map: hash index against a reference under random churn (and, on a
+ * tiny full map, through bucket overflow), lists, and relocation keeping a
+ * block's place on its queue. */
 #include <string.h>
 
 #include "cache/map.h"
@@ -23,6 +24,55 @@ check_list (const struct hc_map *m, const struct hc_list *l, const char *what)
     prev = c;
   }
   CHECK (n == l->count && prev == l->tail, "%s: count %u vs %u", what, n, l->count);
+}
+
+/* A tiny map kept full, so that both candidate buckets of an origin are
+ * often full and entries overflow to later buckets: lookups stay right, and
+ * once everything is removed, every overflow count is back to zero and
+ * every slot empty. */
+static void
+test_overflow (void)
+{
+  enum { N = 40, ORIGINS = 400 };
+  struct hc_map m;
+  uint32_t where[ORIGINS] = { 0 };
+  unsigned overflowed = 0;
+
+  CHECK (hc_map_init (&m, N) == 0, "tiny init");
+  for (unsigned step = 0; step < 100000; step++) {
+    uint64_t o = next_rand () % ORIGINS;
+    uint32_t c = hc_map_lookup (&m, o);
+    CHECK (c == (where[o] ? where[o] - 1 : HC_NIL), "tiny lookup %llu at step %u",
+           (unsigned long long) o, step);
+    if (c == HC_NIL) {
+      if (!m.free.count) { /* full: remove a random mapped block first */
+        uint64_t v;
+        do
+          v = next_rand () % ORIGINS;
+        while (!where[v]);
+        hc_map_remove (&m, where[v] - 1);
+        hc_list_push_tail (&m, &m.free, where[v] - 1);
+        where[v] = 0;
+      }
+      c = hc_list_pop_head (&m, &m.free);
+      hc_map_insert (&m, c, o, 0, false);
+      where[o] = c + 1;
+    }
+    for (uint32_t b = 0; b < m.nbuckets; b++)
+      overflowed += m.overflow[b] != 0;
+  }
+  CHECK (overflowed > 0, "the tiny map overflowed a bucket");
+  for (uint64_t o = 0; o < ORIGINS; o++)
+    if (where[o]) {
+      CHECK (hc_map_lookup (&m, o) == where[o] - 1, "tiny final lookup %llu", (unsigned long long) o);
+      hc_map_remove (&m, where[o] - 1);
+    }
+  for (uint32_t b = 0; b < m.nbuckets; b++)
+    CHECK (m.overflow[b] == 0, "overflow count of bucket %u back to 0: %u", b, m.overflow[b]);
+  for (uint32_t i = 0; i < m.nbuckets * 8; i++)
+    CHECK (m.slots[i] == 0, "slot %u empty", i);
+  CHECK (m.mapped == 0, "nothing mapped");
+  hc_map_fini (&m);
 }
 
 int
@@ -89,7 +139,8 @@ main (void)
   CHECK (m.next[to[0]] == to[2] && m.next[to[2]] == mid_next, "middle relocated");
   CHECK (hc_map_lookup (&m, oh) == to[0] && !(m.meta[head] & HC_M_VALID), "index follows");
   check_list (&m, &m.queue[0], "queue after relocation");
-  CHECK (hc_map_bytes (&m) < (size_t) N * 43 / 2, "about 21.3 bytes per block: %zu", hc_map_bytes (&m));
+  CHECK (hc_map_bytes (&m) < (size_t) N * 22, "about 21.5 bytes per block: %zu", hc_map_bytes (&m));
   hc_map_fini (&m);
+  test_overflow ();
   return test_exit ("test_cache_map");
 }

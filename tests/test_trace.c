@@ -611,6 +611,56 @@ test_rewind (void)
 
 /* bin ---------------------------------------------------------------------------- */
 
+static int
+cmp_u64 (const void *a, const void *b)
+{
+  uint64_t x = *(const uint64_t *) a, y = *(const uint64_t *) b;
+  return x < y ? -1 : x > y;
+}
+
+/* The bin file's totals equal those counted here from its requests. */
+static void
+check_totals (hc_trace *b, const struct reqs *a, const char *what)
+{
+  struct hc_trace_totals got, want = { .block_size = 4096 };
+  uint64_t *blocks = NULL;
+  size_t nb = 0;
+
+  for (size_t i = 0; i < a->n; i++) {
+    const struct hc_trace_req *r = &a->v[i].r;
+    want.requests++;
+    want.reads += r->op == HC_TOP_READ;
+    want.writes += r->op == HC_TOP_WRITE;
+    want.discards += r->op == HC_TOP_DISCARD;
+    want.flushes += r->op == HC_TOP_FLUSH;
+    if ((r->op != HC_TOP_READ && r->op != HC_TOP_WRITE) || !r->length)
+      continue;
+    if (r->offset + r->length > want.max_end)
+      want.max_end = r->offset + r->length;
+    for (uint64_t k = r->offset / 4096; k <= (r->offset + r->length - 1) / 4096; k++) {
+      if (!(nb & (nb + 1)) && !(blocks = realloc (blocks, (2 * nb + 2) * sizeof *blocks)))
+        abort ();
+      blocks[nb++] = k;
+    }
+  }
+  want.block_accesses = nb;
+  if (nb)
+    qsort (blocks, nb, sizeof *blocks, cmp_u64);
+  for (size_t i = 0; i < nb; i++)
+    want.footprint_blocks += i == 0 || blocks[i] != blocks[i - 1];
+  free (blocks);
+  CHECK (hc_trace_totals (b, &got) == 0, "%s: totals recorded", what);
+  CHECK (got.block_size == want.block_size && got.requests == want.requests
+         && got.reads == want.reads && got.writes == want.writes && got.discards == want.discards
+         && got.flushes == want.flushes && got.block_accesses == want.block_accesses
+         && got.footprint_blocks == want.footprint_blocks && got.max_end == want.max_end,
+         "%s: totals %llu req %llu acc %llu blocks %llu end, counted %llu %llu %llu %llu", what,
+         (unsigned long long) got.requests, (unsigned long long) got.block_accesses,
+         (unsigned long long) got.footprint_blocks, (unsigned long long) got.max_end,
+         (unsigned long long) want.requests, (unsigned long long) want.block_accesses,
+         (unsigned long long) want.footprint_blocks, (unsigned long long) want.max_end);
+}
+
 /* A trace converted to bin reads back identically; returns the bin path. */
 static void
 check_bin_roundtrip (const char *src, const char *bin)
@@ -627,6 +677,8 @@ check_bin_roundtrip (const char *src, const char *bin)
          bin, c.rc, b ? hc_trace_error (b) : "");
   /* Ids too: the writer defines strings in the order a text reader meets them. */
   same_reqs (&a, &c, hc_trace_skipped (t, NULL) == 0, bin);
+  if (b)
+    check_totals (b, &c, bin);
   free_reqs (&a);
   free_reqs (&c);
   hc_trace_close (b);
@@ -697,6 +749,7 @@ test_bin (void)
   while (pos < len && b[pos] == 2)
     pos += 8 + (b[pos + 2] | b[pos + 3] << 8);
   CHECK (b[pos] == 1, "first request record at %zu", pos);
+  const unsigned char op0 = b[pos + 1];
   b[pos + 1] = 7; /* op 7 */
   write_file (scratch ("badop.bin"), b, len);
   hc_trace *t = open_trace (scratch ("badop.bin"), HC_TRACE_AUTO, false);
@@ -707,9 +760,49 @@ test_bin (void)
          (unsigned long long) first);
   free_reqs (&a);
   hc_trace_close (t);
+  b[pos + 1] = op0;
   b[pos] = 9; /* unknown tag */
   write_file (scratch ("badtag.bin"), b, len);
   expect_eio (scratch ("badtag.bin"), "bin with an unknown tag");
+  b[pos] = 1;
+
+  /* The totals: damage is seen both from the end and in the stream; a
+   * version 1 file (no totals) still reads, and has none; nor has a
+   * compressed one. */
+  struct hc_trace_totals tot;
+  size_t at = len - 16 - 80;
+  CHECK (b[at] == 4, "totals record right before the end");
+  b[at + 20] ^= 1;
+  write_file (scratch ("badtotals.bin"), b, len);
+  t = open_trace (scratch ("badtotals.bin"), HC_TRACE_AUTO, false);
+  CHECK (t && hc_trace_totals (t, &tot) == -EIO, "damaged totals refused");
+  hc_trace_close (t);
+  expect_eio (scratch ("badtotals.bin"), "bin with damaged totals");
+  b[at + 20] ^= 1;
+  unsigned char *v1 = malloc (len);
+  memcpy (v1, b, at);
+  memcpy (v1 + at, b + at + 80, 16);
+  v1[8] = 1;
+  write_file (scratch ("v1.bin"), v1, len - 80);
+  t = open_trace (scratch ("v1.bin"), HC_TRACE_AUTO, true);
+  a = read_all (t);
+  CHECK (a.rc == 0 && a.n == 24 && hc_trace_totals (t, &tot) == -ENODATA,
+         "version 1: rc %d, %zu requests, no totals", a.rc, a.n);
+  free_reqs (&a);
+  hc_trace_close (t);
+  memcpy (v1, b, len);
+  v1[8] = 1; /* totals in a version 1 file: corrupt */
+  write_file (scratch ("v1totals.bin"), v1, len);
+  expect_eio (scratch ("v1totals.bin"), "totals record in a version 1 file");
+  free (v1);
+  gzFile gz = gzopen (scratch ("sample.bin.gz"), "wb");
+  CHECK (gz && gzwrite (gz, b, (unsigned) len) == (int) len && gzclose (gz) == Z_OK, "gzip bin");
+  t = open_trace (scratch ("sample.bin.gz"), HC_TRACE_AUTO, true);
+  CHECK (t && hc_trace_totals (t, &tot) == -ENODATA, "compressed bin: totals not read from the end");
+  a = read_all (t);
+  CHECK (a.rc == 0 && a.n == 24, "compressed bin reads, totals passed over: rc %d", a.rc);
+  free_reqs (&a);
+  hc_trace_close (t);
   free (b);
 }
 

@@ -140,6 +140,23 @@ uint64_t hc_trace_skipped (const hc_trace *t, uint64_t *first_line);
 /* The format being read. */
 enum hc_trace_format hc_trace_get_format (const hc_trace *t);
 
+/* A trace's totals, where the file records them (hintcache's binary form
+ * does, at its end, counted at the block size it was written with). */
+struct hc_trace_totals {
+  uint32_t block_size;       /* of block_accesses and footprint_blocks */
+  uint64_t requests, reads, writes, discards, flushes;
+  uint64_t block_accesses;   /* blocks touched by reads and writes, with repeats */
+  uint64_t footprint_blocks; /* distinct blocks read or written */
+  uint64_t max_end;          /* the largest offset + length of a read or write */
+};
+
+/* Fills *out with the totals the trace records, without reading it: for a
+ * regular, uncompressed file in the binary form.  Returns 0, -ENODATA if
+ * the trace records none (another format, compressed, a pipe, a file
+ * written before totals existed) or -EIO if they are damaged.  Nothing is
+ * consumed: hc_trace_next starts where it would have. */
+int hc_trace_totals (hc_trace *t, struct hc_trace_totals *out);
+
 /* The text of an interned string ("" for 0 or an unknown id). */
 const char *hc_trace_string (const hc_trace *t, uint32_t id);
 
@@ -151,8 +168,9 @@ void hc_trace_close (hc_trace *t);
  * next-access times; it holds the trace in memory until closed). */
 typedef struct hc_trace_writer hc_trace_writer;
 
-/* Creates path and writes its header.  block_size: oracle's block size
- * (requests are cut into blocks of this size). */
+/* Creates path and writes its header.  block_size (0: 4096): oracle's
+ * block size (requests are cut into blocks of this size), and the block size
+ * the binary form's totals are counted in. */
 int hc_trace_writer_open (const char *path, enum hc_trace_format format, uint32_t block_size,
                           hc_trace_writer **out, char *why, size_t whylen);
 

@@ -1,25 +1,37 @@
 /* The cache directory's mapping: meta words, links and the hash index.
  *
- * The hash index is a Robin Hood hash table (linear probing, where an entry
- * farther from its home slot displaces a nearer one) over 32-bit slots that
- * hold a block number + 1; the key (the origin) is read from the block's
- * meta word, so the index stores no keys.  Reading a meta word is a random
- * memory access, so the slot bits the block number does not need (8 of
- * them for 16 M blocks) carry what lets most probes skip it:
+ * The hash index finds the cache block that holds an origin.  It stores no
+ * keys: a slot is 32 bits, the block number + 1 (0: empty) in the low bits
+ * and, in the bits the block number does not need, a tag — more bits of the
+ * origin's hash — so that most slots can be ruled out without reading the
+ * block's meta word, a random memory access.
  *
- *   bits 0 …          the block number + 1 (0: an empty slot)
- *   next ≤ 5 bits     the entry's distance from its home slot, saturating
- *                     (a saturated distance is recomputed from the meta)
- *   the rest          a tag: more bits of the origin's hash
+ * Slots come in buckets of eight (32 bytes, never straddling a cache line),
+ * and each origin has two candidate buckets drawn from its hash.  An entry
+ * goes to the emptier of the two ("the power of two choices": at load 0.75
+ * both are full for about one insert in ten thousand), so a lookup reads
+ * two buckets at most and an insert or a delete touches one.  Within a
+ * bucket the occupied slots are a prefix: an insert appends, a delete moves
+ * the last entry into the hole.
  *
- * A lookup stops at the first entry nearer its home than the probe is to
- * the origin's (Robin Hood order guarantees the origin is not further on),
- * and reads a meta word only for an entry at its own distance whose tag
- * matches.  Deletion shifts the following entries back by one until one
- * sits at its home — no tombstones, so lookups never slow down with churn,
- * and the distances make the shift need no meta reads either.  The table
- * has n / 0.75 slots (not a power of two: the slot of a hash is found by a
- * multiply-shift, which spreads any size evenly).
+ * When both candidates are full, the entry goes to the first bucket with
+ * room after the second, and every full bucket it passes counts it in a
+ * saturating overflow byte (as in Folly's F14 tables).  A lookup goes on
+ * past the second bucket only while the bucket it just read has a non-zero
+ * count, and a delete of an overflowed entry takes its count back off the
+ * buckets it passed (a saturated count stays, costing only longer probes).
+ * So inserts never fail and never move other entries, even for origins
+ * chosen to collide — those degrade to linear probing, no worse.
+ *
+ * Why not open addressing with one probe sequence (Robin Hood, as before)?
+ * At load 0.75 its clusters average several slots and reach a hundred, and
+ * every insert and delete walks one: the replayer spent half its map time
+ * there.  Buckets keep the load (and so the memory) while bounding the walk.
+ *
+ * The two buckets come from disjoint bit fields of the 64-bit hash (its top
+ * half and the top of its low half, each scaled to the bucket count by
+ * multiply-shift, which spreads any count evenly), and the tag from its
+ * lowest bits, so they are independent.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -28,48 +40,85 @@
 #include "map.h"
 #include "util.h"
 
-static inline uint32_t
-home_slot (const struct hc_map *m, uint64_t origin)
-{
-  return hc_map_home (m, hc_map_hash (origin));
-}
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
-/* The tag bits of a slot for hash h (low bits of the hash, in place). */
-static inline uint32_t
-tag_of_hash (const struct hc_map *m, uint64_t h)
-{
-  return (uint32_t) h & m->tag_mask;
-}
+#define BUCKET 8
+#define OVERFLOW_MAX UINT8_MAX
 
-static inline uint32_t
-stored_dist (const struct hc_map *m, uint32_t s)
-{
-  return (s >> m->dist_shift) & m->dist_max;
-}
+struct where {
+  uint32_t b1, b2; /* the candidate buckets */
+  uint32_t tag;    /* the tag bits, in place; the lowest is always set */
+};
 
-/* Slot value s with its distance set to d. */
-static inline uint32_t
-with_dist (const struct hc_map *m, uint32_t s, uint32_t d)
+static inline struct where
+where_of (const struct hc_map *m, uint64_t origin)
 {
-  return (s & ~(m->dist_max << m->dist_shift)) | (d < m->dist_max ? d : m->dist_max) << m->dist_shift;
-}
+  const uint64_t h = hc_map_hash (origin);
+  struct where w;
 
-/* The distance of slot i's entry s from its home. */
-static inline uint32_t
-dist (const struct hc_map *m, uint32_t i, uint32_t s)
-{
-  uint32_t d = stored_dist (m, s), h;
-
-  if (d < m->dist_max)
-    return d;
-  h = home_slot (m, hc_meta_origin (m->meta[(s & m->idx_mask) - 1]));
-  return i >= h ? i - h : i + m->nslots - h;
+  w.b1 = (uint32_t) (((h >> 32) * (uint64_t) m->nbuckets) >> 32);
+  w.b2 = (uint32_t) (((h & UINT32_MAX) * (uint64_t) m->nbuckets) >> 32);
+  if (w.b2 == w.b1)
+    w.b2 = w.b1 + 1 == m->nbuckets ? 0 : w.b1 + 1;
+  w.tag = ((uint32_t) h << m->idx_bits) | (UINT32_C (1) << m->idx_bits); /* never 0 */
+  return w;
 }
 
 static inline uint32_t
-next_slot (const struct hc_map *m, uint32_t i)
+next_bucket (const struct hc_map *m, uint32_t b)
 {
-  return i + 1 == m->nslots ? 0 : i + 1;
+  return b + 1 == m->nbuckets ? 0 : b + 1;
+}
+
+/* Bit i set where (slot i of bucket b & mask) == want: two SSE2 compares
+ * where the target has them. */
+static inline unsigned
+lanes (const struct hc_map *m, uint32_t b, uint32_t mask, uint32_t want)
+{
+  const uint32_t *s = m->slots + (size_t) b * BUCKET;
+#ifdef __SSE2__
+  const __m128i k = _mm_set1_epi32 ((int) mask), v = _mm_set1_epi32 ((int) want);
+  __m128i lo = _mm_load_si128 ((const __m128i *) s), hi = _mm_load_si128 ((const __m128i *) s + 1);
+  lo = _mm_cmpeq_epi32 (_mm_and_si128 (lo, k), v);
+  hi = _mm_cmpeq_epi32 (_mm_and_si128 (hi, k), v);
+  return (unsigned) _mm_movemask_ps (_mm_castsi128_ps (lo))
+         | (unsigned) _mm_movemask_ps (_mm_castsi128_ps (hi)) << 4;
+#else
+  unsigned bits = 0;
+  for (unsigned i = 0; i < BUCKET; i++)
+    bits |= (unsigned) ((s[i] & mask) == want) << i;
+  return bits;
+#endif
+}
+
+/* Slots of bucket b holding an entry with this tag (never an empty one: a
+ * tag is never 0). */
+static inline unsigned
+tag_matches (const struct hc_map *m, uint32_t b, uint32_t tag)
+{
+  return lanes (m, b, ~m->idx_mask, tag);
+}
+
+/* Entries in bucket b (a prefix of its slots). */
+static inline unsigned
+occupancy (const struct hc_map *m, uint32_t b)
+{
+  unsigned empty = lanes (m, b, UINT32_MAX, 0);
+  return empty ? (unsigned) __builtin_ctz (empty) : BUCKET;
+}
+
+/* The block in bucket b holding origin, or HC_NIL. */
+static inline uint32_t
+find_in (const struct hc_map *m, uint32_t b, const struct where *w, uint64_t origin)
+{
+  for (unsigned bits = tag_matches (m, b, w->tag); bits; bits &= bits - 1) {
+    uint32_t c = (m->slots[(size_t) b * BUCKET + (unsigned) __builtin_ctz (bits)] & m->idx_mask) - 1;
+    if (hc_meta_origin (m->meta[c]) == origin)
+      return c;
+  }
+  return HC_NIL;
 }
 
 int
@@ -79,27 +128,26 @@ hc_map_init (struct hc_map *m, uint32_t n)
   if (n == 0 || n >= UINT32_MAX / 2)
     return -EINVAL;
   m->n = n;
-  m->nslots = (uint32_t) ((uint64_t) n * 4 / 3 + 1);
-  /* Block numbers + 1 go up to n; above them the distance, then the tag. */
-  unsigned idx_bits = 32 - (unsigned) __builtin_clz (n), spare = 32 - idx_bits;
-  unsigned dist_bits = spare < 5 ? spare : 5;
+  m->nbuckets = (uint32_t) (((uint64_t) n * 4 / 3 + BUCKET - 1) / BUCKET);
+  if (m->nbuckets < 2)
+    m->nbuckets = 2;
+  /* Block numbers + 1 go up to n; the tag takes the bits above them. */
+  m->idx_bits = 32 - (unsigned) __builtin_clz (n);
   m->idx_mask = UINT32_MAX >> __builtin_clz (n);
-  m->dist_shift = idx_bits;
-  m->dist_max = (1u << dist_bits) - 1;
-  m->tag_mask = dist_bits + idx_bits >= 32 ? 0 : UINT32_MAX << (idx_bits + dist_bits);
-  /* One zeroed mapping for all four arrays, in huge pages where the kernel
-   * has them: the lookups are random, and with 4 KiB pages nearly every one
-   * would also miss the TLB. */
+  /* One zeroed mapping for all the arrays, buckets first (so aligned), in
+   * huge pages where the kernel has them: the lookups are random, and with
+   * 4 KiB pages nearly every one would also miss the TLB. */
   m->region_bytes = hc_map_bytes (m);
   m->region = hc_alloc_huge (m->region_bytes);
   if (!m->region) {
     memset (m, 0, sizeof *m);
     return -ENOMEM;
   }
-  m->meta = m->region;
+  m->slots = m->region;
+  m->meta = (uint64_t *) (m->slots + (size_t) m->nbuckets * BUCKET);
   m->prev = (uint32_t *) (m->meta + n);
   m->next = m->prev + n;
-  m->slots = m->next + n;
+  m->overflow = (uint8_t *) (m->next + n);
   for (unsigned q = 0; q < 4; q++)
     hc_list_init (&m->queue[q]);
   hc_list_init (&m->free);
@@ -119,84 +167,79 @@ hc_map_fini (struct hc_map *m)
 size_t
 hc_map_bytes (const struct hc_map *m)
 {
-  return (size_t) m->n * (sizeof *m->meta + sizeof *m->prev + sizeof *m->next)
-         + (size_t) m->nslots * sizeof *m->slots;
+  return (size_t) m->nbuckets * (BUCKET * sizeof *m->slots + sizeof *m->overflow)
+         + (size_t) m->n * (sizeof *m->meta + sizeof *m->prev + sizeof *m->next);
 }
 
 uint32_t
 hc_map_lookup (const struct hc_map *m, uint64_t origin)
 {
-  const uint64_t h = hc_map_hash (origin);
-  const uint32_t tag = tag_of_hash (m, h), mask = m->idx_mask, dmax = m->dist_max;
-  uint32_t i = hc_map_home (m, h);
+  const struct where w = where_of (m, origin);
+  uint32_t c, b = w.b2;
 
-  for (uint32_t d = 0;; d++, i = next_slot (m, i)) {
-    uint32_t s = m->slots[i], sd;
-    if (s == 0)
-      return HC_NIL;
-    sd = stored_dist (m, s);
-    if (sd < d && sd < dmax)
-      return HC_NIL; /* Robin Hood order: the origin would have displaced it */
-    if ((sd == d || sd == dmax) && (s & m->tag_mask) == tag
-        && hc_meta_origin (m->meta[(s & mask) - 1]) == origin)
-      return (s & mask) - 1;
+  if ((c = find_in (m, w.b1, &w, origin)) != HC_NIL)
+    return c;
+  for (uint32_t k = 0; k < m->nbuckets; k++, b = next_bucket (m, b)) {
+    if ((c = find_in (m, b, &w, origin)) != HC_NIL || m->overflow[b] == 0)
+      return c;
   }
+  return HC_NIL;
 }
 
 void
 hc_map_insert (struct hc_map *m, uint32_t c, uint64_t origin, unsigned cls, bool dirty)
 {
-  const uint64_t h = hc_map_hash (origin);
-  uint32_t i = hc_map_home (m, h), cur = (c + 1) | tag_of_hash (m, h), d = 0;
+  const struct where w = where_of (m, origin);
+  unsigned o1 = occupancy (m, w.b1), o2 = occupancy (m, w.b2);
+  uint32_t b = w.b2;
 
   m->meta[c] = (origin & HC_M_ORIGIN_MASK) | (uint64_t) cls << HC_M_CLASS_SHIFT | HC_M_VALID
                | (dirty ? HC_M_DIRTY : 0);
-  for (;; d++, i = next_slot (m, i)) {
-    uint32_t s = m->slots[i], sd;
-    if (s == 0) {
-      m->slots[i] = with_dist (m, cur, d);
-      break;
-    }
-    /* Take the slot of an entry nearer its home; carry that one on. */
-    if ((sd = dist (m, i, s)) < d) {
-      m->slots[i] = with_dist (m, cur, d);
-      cur = s;
-      d = sd;
-    }
+  if (o1 <= o2 && o1 < BUCKET) {
+    b = w.b1;
+    o2 = o1;
   }
+  /* Both full: on to the first bucket with room, counting the passage.
+   * There is one: the table has more slots than blocks. */
+  while (o2 == BUCKET) {
+    if (m->overflow[b] < OVERFLOW_MAX)
+      m->overflow[b]++;
+    b = next_bucket (m, b);
+    o2 = occupancy (m, b);
+  }
+  m->slots[(size_t) b * BUCKET + o2] = (c + 1) | w.tag;
   m->mapped++;
 }
 
-/* Finds the slot holding block c (which is mapped). */
-static uint32_t
-slot_of (const struct hc_map *m, uint32_t c)
+/* Finds the slot holding block c (which is mapped); with `unlink`, also
+ * takes the entry's passage off the overflow counts it added. */
+static uint32_t *
+slot_of (struct hc_map *m, uint32_t c, bool unlink)
 {
-  uint32_t i = home_slot (m, hc_meta_origin (m->meta[c]));
+  const struct where w = where_of (m, hc_meta_origin (m->meta[c]));
+  const uint32_t want = (c + 1) | w.tag;
+  unsigned bits;
 
-  while ((m->slots[i] & m->idx_mask) != c + 1)
-    i = next_slot (m, i);
-  return i;
-}
-
-/* Empties slot i, shifting the entries after it back until one is home. */
-static void
-slot_delete (struct hc_map *m, uint32_t i)
-{
-  for (;;) {
-    uint32_t j = next_slot (m, i), s = m->slots[j], d;
-    if (s == 0 || (d = dist (m, j, s)) == 0) {
-      m->slots[i] = 0;
-      return;
-    }
-    m->slots[i] = with_dist (m, s, d - 1);
-    i = j;
+  if ((bits = lanes (m, w.b1, UINT32_MAX, want)))
+    return m->slots + (size_t) w.b1 * BUCKET + __builtin_ctz (bits);
+  for (uint32_t b = w.b2;; b = next_bucket (m, b)) {
+    if ((bits = lanes (m, b, UINT32_MAX, want)))
+      return m->slots + (size_t) b * BUCKET + __builtin_ctz (bits);
+    if (unlink && m->overflow[b] < OVERFLOW_MAX)
+      m->overflow[b]--;
   }
 }
 
 void
 hc_map_remove (struct hc_map *m, uint32_t c)
 {
-  slot_delete (m, slot_of (m, c));
+  uint32_t *s = slot_of (m, c, true);
+  size_t i = (size_t) (s - m->slots);
+  uint32_t *bucket = m->slots + (i - i % BUCKET);
+  unsigned last = occupancy (m, (uint32_t) (i / BUCKET)) - 1;
+
+  *s = bucket[last]; /* keep the occupied slots a prefix */
+  bucket[last] = 0;
   m->meta[c] = 0;
   m->mapped--;
 }
@@ -206,10 +249,9 @@ hc_map_relocate (struct hc_map *m, uint32_t from, uint32_t to)
 {
   struct hc_list *l = &m->queue[hc_meta_queue (m->meta[from])];
   uint32_t p = m->prev[from], n = m->next[from];
+  uint32_t *s = slot_of (m, from, false);
 
-  uint32_t s = slot_of (m, from);
-
-  m->slots[s] = (m->slots[s] & ~m->idx_mask) | (to + 1);  /* same origin: same distance, tag */
+  *s = (*s & ~m->idx_mask) | (to + 1); /* same origin: same buckets, same tag */
   m->meta[to] = m->meta[from];
   m->meta[from] = 0;
   m->prev[to] = p;

@@ -21,10 +21,9 @@
  * reusable until the metadata that freed it is durable), or one of four
  * policy queues — a mapped block is always on queue[its queue bits], which
  * the policies maintain.
- * A Robin Hood hash index (32-bit slots that also carry each entry's
- * distance from home and hash tag bits, load ≤ 0.75) finds the block holding
- * an origin.  In all,
- * 8 + 8 + ~5.3 bytes per block;
+ * A hash index of 8-slot buckets (32-bit slots holding a block number and
+ * hash tag bits; two candidate buckets per origin; load ≤ 0.75) finds the
+ * block holding an origin.  In all, 8 + 8 + ~5.5 bytes per block;
  * pins (1 byte) live beside it in the engine.
  *
  * Not thread-safe: the owner (the volume, under its lock, or the replayer)
@@ -68,11 +67,11 @@ struct hc_map {
   size_t region_bytes;
   uint64_t *meta;      /* n meta words */
   uint32_t *prev, *next;
-  uint32_t *slots;     /* hash index: cache block + 1 | tag, 0 = empty */
-  uint32_t nslots;
-  uint32_t idx_mask;   /* the block-number bits of a slot */
-  uint32_t dist_shift, dist_max; /* the distance-from-home field above them */
-  uint32_t tag_mask;   /* the hash bits above that */
+  uint32_t *slots;     /* hash index: nbuckets × 8 slots of cache block + 1 | tag, 0 = empty */
+  uint8_t *overflow;   /* per bucket: entries that passed it full (saturating) */
+  uint32_t nbuckets;
+  uint32_t idx_mask;   /* the block-number bits of a slot; the tag is above them */
+  unsigned idx_bits;
   uint32_t mapped;     /* valid blocks */
   struct hc_list queue[4]; /* policy queues: a mapped block is on queue[queue bits] */
   struct hc_list free; /* unmapped, reusable now */
@@ -102,7 +101,7 @@ hc_map_set_field (struct hc_map *m, uint32_t c, uint64_t mask, unsigned shift, u
 }
 
 /* An origin's hash (splitmix64's finaliser: consecutive blocks land far
- * apart) and its home slot, by multiply-shift. */
+ * apart). */
 static inline uint64_t
 hc_map_hash (uint64_t x)
 {
@@ -112,12 +111,6 @@ hc_map_hash (uint64_t x)
   x *= UINT64_C (0x94d049bb133111eb);
   x ^= x >> 31;
   return x;
-}
-
-static inline uint32_t
-hc_map_home (const struct hc_map *m, uint64_t hash)
-{
-  return (uint32_t) (((hash >> 32) * (uint64_t) m->nslots) >> 32);
 }
 
 /* Returns the block holding origin, or HC_NIL. */

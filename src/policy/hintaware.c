@@ -265,6 +265,7 @@ ha_victim (struct hc_policy *p, hc_evictable_fn ok, void *arg)
 const struct hc_policy_ops hc_policy_hintaware = {
   .name = "hintaware",
   .title = "S3-FIFO steered by class priority and advice (default)",
+  .reads_seq = true,
   .init = ha_init,
   .fini = ha_fini,
   .admit = ha_admit,

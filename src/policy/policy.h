@@ -53,6 +53,9 @@ struct hc_policy;
 struct hc_policy_ops {
   const char *name;
   const char *title;
+  /* The policy's admit reads hc_access.seq (callers that must compute it
+   * per access may skip that for other policies). */
+  bool reads_seq;
   /* Allocates the policy's state for p->map.  Returns 0 or -ENOMEM. */
   int (*init) (struct hc_policy *p);
   void (*fini) (struct hc_policy *p);

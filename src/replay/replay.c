@@ -280,10 +280,11 @@ note_latency (struct sim *s, double us)
  * block accesses (NULL unless Belady). */
 static void
 sim_request (struct sim *s, const struct hc_trace_req *q, struct hc_hint h, const uint64_t *next,
-             uint32_t bs, bool seq)
+             unsigned bs_shift, bool seq)
 {
   struct hc_replay_row *row = &s->row;
-  uint64_t b0 = q->offset / bs, b1 = (q->offset + q->length - 1) / bs;
+  const uint32_t bs = UINT32_C (1) << bs_shift;
+  uint64_t b0 = q->offset >> bs_shift, b1 = (q->offset + q->length - 1) >> bs_shift;
 
   if (q->op == HC_TOP_DISCARD) {
     for (uint64_t b = b0; q->length && b <= b1; b++) {
@@ -349,9 +350,9 @@ sim_request (struct sim *s, const struct hc_trace_req *q, struct hc_hint h, cons
       continue;
     }
     if (run_kind == 0)
-      us += hc_timing_model_io (s->nand, false, run_start * bs, run_len * bs);
+      us += hc_timing_model_io (s->nand, false, run_start << bs_shift, run_len << bs_shift);
     else if (run_kind == 1) {
-      us += hc_timing_model_io (s->hdd, false, run_start * bs, run_len * bs);
+      us += hc_timing_model_io (s->hdd, false, run_start << bs_shift, run_len << bs_shift);
       row->slow_reads++;
     }
     run_kind = kind;
@@ -361,9 +362,9 @@ sim_request (struct sim *s, const struct hc_trace_req *q, struct hc_hint h, cons
   row->slow_writes += bypassed_run_len != 0;
   if (!write) {
     if (run_kind == 0)
-      us += hc_timing_model_io (s->nand, false, run_start * bs, run_len * bs);
+      us += hc_timing_model_io (s->nand, false, run_start << bs_shift, run_len << bs_shift);
     else if (run_kind == 1) {
-      us += hc_timing_model_io (s->hdd, false, run_start * bs, run_len * bs);
+      us += hc_timing_model_io (s->hdd, false, run_start << bs_shift, run_len << bs_shift);
       row->slow_reads++;
     }
     note_latency (s, us);
@@ -441,10 +442,9 @@ parse_size (const char *spec, uint64_t footprint, uint32_t bs, uint64_t *blocks)
   }
 }
 
-/* A worker of pass 2: reads the trace on its own handle and feeds the
- * simulators first, first + stride, … (and, if some thread could not be
- * started, those of workers extra_first … extra_end − 1 too).  Each has its
- * own rules (classification memoises) and its own sequential detection;
+/* A worker of pass 2: reads the trace on its own handle and feeds its
+ * simulators.  Each has its own rules (classification memoises) and its own
+ * sequential detection, computed only when one of its policies reads it;
  * the next-use array is shared, read-only. */
 #define MAX_WORKERS 16
 
@@ -452,24 +452,19 @@ struct worker {
   const char *path;
   const struct hc_trace_opts *topts;
   hc_trace *t; /* worker 0: the driver's, rewound; others open their own */
-  struct sim *sims;
-  size_t nsims, stride, first, extra_first, extra_end;
+  struct sim **sims;
+  size_t nsims;
+  bool need_seq;
   hc_rules *rules[HC_STRATEGY_COUNT], *own_rules[HC_STRATEGY_COUNT];
   const uint64_t *next_uses;
-  uint32_t bs;
+  unsigned bs_shift;
   uint64_t requests;
+  struct hc_trace_totals seen; /* what this worker read (footprint aside) */
   const struct hc_replay_config *cfg; /* worker 0: reports progress */
   pthread_t tid;
   int rc;
   char why[256];
 };
-
-static bool
-worker_has (const struct worker *w, size_t i)
-{
-  size_t owner = i % w->stride;
-  return owner == w->first || (owner >= w->extra_first && owner < w->extra_end);
-}
 
 static void *
 worker_main (void *arg)
@@ -480,6 +475,7 @@ worker_main (void *arg)
   struct hc_seq seq = { 0 }; /* sequential runs: the same for every simulator */
   uint64_t done = 0, access_index = 0;
   const uint64_t step = w->requests / 200 + 1;
+  const unsigned sh = w->bs_shift;
   int rc;
 
   if (!t && (rc = hc_trace_open (w->path, w->topts, &t, w->why, sizeof w->why)) < 0) {
@@ -493,17 +489,23 @@ worker_main (void *arg)
         h[st] = hc_rules_classify (w->rules[st], &q, t);
     const uint64_t *next = NULL;
     bool accesses = (q.op == HC_TOP_READ || q.op == HC_TOP_WRITE) && q.length;
-    bool is_seq = accesses && hc_seq_update (&seq, NULL, q.offset, q.length, SEQ_CUTOFF);
+    bool is_seq = accesses && w->need_seq
+                  && hc_seq_update (&seq, NULL, q.offset, q.length, SEQ_CUTOFF);
     if (w->next_uses && accesses)
       next = w->next_uses + access_index;
     for (size_t i = 0; i < w->nsims; i++)
-      if (worker_has (w, i))
-        sim_request (&w->sims[i], &q, h[w->sims[i].strategy_index], next, w->bs, is_seq);
-    if (accesses)
-      access_index += (q.offset + q.length - 1) / w->bs - q.offset / w->bs + 1;
+      sim_request (w->sims[i], &q, h[w->sims[i]->strategy_index], next, sh, is_seq);
+    w->seen.requests++;
+    if (accesses) {
+      uint64_t n = ((q.offset + q.length - 1) >> sh) - (q.offset >> sh) + 1;
+      access_index += n;
+      if (q.offset + q.length > w->seen.max_end)
+        w->seen.max_end = q.offset + q.length;
+    }
     if (w->cfg && w->cfg->progress && ++done % step == 0)
       w->cfg->progress (w->cfg->progress_arg, (double) done / w->requests);
   }
+  w->seen.block_accesses = access_index;
   if (rc < 0) {
     w->rc = rc;
     snprintf (w->why, sizeof w->why, "%s", hc_trace_error (t));
@@ -523,7 +525,7 @@ struct counts {
 };
 
 static int
-count_pass (hc_trace *t, uint32_t bs, bool want_blocks, struct counts *k, char *why, size_t whylen)
+count_pass (hc_trace *t, unsigned bs_shift, bool want_blocks, struct counts *k, char *why, size_t whylen)
 {
   struct hc_blockset seen = { 0 };
   struct hc_trace_req q;
@@ -541,7 +543,8 @@ count_pass (hc_trace *t, uint32_t bs, bool want_blocks, struct counts *k, char *
       continue;
     if (q.offset + q.length > k->max_end)
       k->max_end = q.offset + q.length;
-    for (uint64_t b = q.offset / bs; b <= (q.offset + q.length - 1) / bs; b++) {
+    for (uint64_t b = q.offset >> bs_shift, b1 = (q.offset + q.length - 1) >> bs_shift; b <= b1;
+         b++) {
       k->sum.block_accesses++;
       if (hc_blockset_add (&seen, b) < 0)
         goto nomem;
@@ -595,7 +598,7 @@ hc_replay_run (const char *path, const struct hc_trace_opts *topts,
 {
   const uint32_t bs = cfg->block_size ? cfg->block_size : 4096;
   struct counts k = { 0 };
-  struct sim *sims = NULL;
+  struct sim *sims = NULL, **order = NULL;
   size_t nsims = 0;
   hc_trace *t = NULL;
   hc_rules *own_rules[HC_STRATEGY_COUNT] = { 0 };
@@ -615,6 +618,7 @@ hc_replay_run (const char *path, const struct hc_trace_opts *topts,
     snprintf (why, whylen, "block size %u: a power of two, at least 512", bs);
     return -EINVAL;
   }
+  const unsigned bs_shift = (unsigned) __builtin_ctz (bs);
   for (size_t i = 0; i < cfg->npolicies; i++) {
     if (strcmp (cfg->policies[i], BELADY_POLICY) == 0) {
       want_belady = true;
@@ -650,9 +654,22 @@ hc_replay_run (const char *path, const struct hc_trace_opts *topts,
   pthread_once (&fine_once, init_fine_bounds);
   if ((rc = hc_trace_open (path, topts, &t, why, whylen)) < 0)
     goto out;
-  if ((rc = count_pass (t, bs, want_belady || want_oracle, &k, why, whylen)) < 0)
+  /* Pass 1, unless the trace records its totals at this block size and no
+   * Belady needs next uses (they are checked against pass 2). */
+  struct hc_trace_totals tot;
+  bool from_totals = !want_belady && !want_oracle && hc_trace_totals (t, &tot) == 0
+                     && tot.block_size == bs;
+  if (from_totals) {
+    k.sum.requests = tot.requests;
+    k.sum.reads = tot.reads;
+    k.sum.writes = tot.writes;
+    k.sum.discards = tot.discards;
+    k.sum.flushes = tot.flushes;
+    k.sum.block_accesses = tot.block_accesses;
+    k.sum.footprint_blocks = tot.footprint_blocks;
+    k.max_end = tot.max_end;
+  } else if ((rc = count_pass (t, bs_shift, want_belady || want_oracle, &k, why, whylen)) < 0)
     goto out;
-  k.sum.skipped_lines = hc_trace_skipped (t, &k.sum.first_bad_line);
   k.sum.format = hc_trace_get_format (t);
   if (k.blocks && (rc = next_uses (k.blocks, k.nblocks)) < 0) {
     snprintf (why, whylen, "out of memory computing next uses");
@@ -738,11 +755,27 @@ hc_replay_run (const char *path, const struct hc_trace_opts *topts,
       nw = 1; /* standard input is read once */
     struct worker w[MAX_WORKERS];
     memset (w, 0, sizeof w);
+    /* Simulator i belongs to worker i mod nw.  Their pointers are laid out
+     * worker 1's, …, worker nw − 1's, then worker 0's, so that worker 0 can
+     * take over the slices of any workers that fail to start by widening
+     * its own to the left. */
+    if (!(order = malloc ((nsims ? nsims : 1) * sizeof *order))) {
+      rc = -ENOMEM;
+      goto out;
+    }
+    size_t begin[MAX_WORKERS + 1], pos = 0;
+    for (size_t j = 1; j <= nw; j++) {
+      size_t owner = j % nw;
+      begin[owner] = pos;
+      for (size_t i = owner; i < nsims; i += nw)
+        order[pos++] = &sims[i];
+    }
     for (size_t i = 0; i < nw; i++) {
+      size_t end = i == 0 ? nsims : i + 1 < nw ? begin[i + 1] : begin[0];
       w[i] = (struct worker) { .path = path, .topts = topts, .t = i == 0 ? t : NULL,
-                               .sims = sims, .nsims = nsims, .stride = nw, .first = i,
-                               .next_uses = k.blocks, .bs = bs, .requests = k.sum.requests,
-                               .cfg = i == 0 ? cfg : NULL };
+                               .sims = order + begin[i], .nsims = end - begin[i],
+                               .next_uses = k.blocks, .bs_shift = bs_shift,
+                               .requests = k.sum.requests, .cfg = i == 0 ? cfg : NULL };
       for (unsigned st = 0; st < HC_STRATEGY_COUNT && rc == 0; st++)
         if (rules[st]) {
           if (i == 0)
@@ -754,13 +787,28 @@ hc_replay_run (const char *path, const struct hc_trace_opts *topts,
     size_t started = 1;
     for (; rc == 0 && started < nw; started++)
       if (pthread_create (&w[started].tid, NULL, worker_main, &w[started]) != 0)
-        break; /* fewer workers: this one's simulators go to worker 0 */
-    w[0].extra_first = started;
-    w[0].extra_end = rc == 0 ? nw : 0;
+        break; /* fewer workers: worker 0 takes this one's simulators and the rest */
+    if (rc == 0 && started < nw) {
+      w[0].sims = order + begin[started];
+      w[0].nsims = nsims - begin[started];
+    }
+    for (size_t i = 0; i < nw; i++)
+      for (size_t j = 0; j < w[i].nsims; j++)
+        w[i].need_seq |= !w[i].sims[j]->is_belady && w[i].sims[j]->dir.policy.ops->reads_seq;
     if (rc == 0)
       worker_main (&w[0]);
     for (size_t i = 1; i < started; i++)
       pthread_join (w[i].tid, NULL);
+    k.sum.skipped_lines = hc_trace_skipped (t, &k.sum.first_bad_line);
+    if (rc == 0 && w[0].rc == 0 && from_totals
+        && (w[0].seen.requests != tot.requests || w[0].seen.block_accesses != tot.block_accesses
+            || w[0].seen.max_end != tot.max_end || k.sum.skipped_lines)) {
+      rc = -EIO;
+      snprintf (why, whylen, "corrupt bin trace: its totals say %llu requests and %llu block "
+                "accesses, its records hold %llu and %llu", (unsigned long long) tot.requests,
+                (unsigned long long) tot.block_accesses, (unsigned long long) w[0].seen.requests,
+                (unsigned long long) w[0].seen.block_accesses);
+    }
     for (size_t i = 0; i < nw; i++) {
       if (rc == 0 && w[i].rc < 0) {
         rc = w[i].rc;
@@ -793,6 +841,7 @@ out:
   for (size_t i = 0; i < nsims; i++)
     sim_free (&sims[i]);
   free (sims);
+  free (order);
   free (k.blocks);
   hc_trace_close (t);
   for (unsigned s = 0; s < HC_STRATEGY_COUNT; s++)

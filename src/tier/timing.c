@@ -34,6 +34,8 @@
 struct hc_timing_model {
   struct hc_timing_params p;
   uint64_t capacity;
+  /* From p and capacity, so that pricing an I/O divides nothing. */
+  double us_per_byte, per_capacity, seek_min_us, seek_span_us, half_turn_us, latency_us[2];
   uint64_t head; /* end of the previous I/O */
   bool run;      /* a previous I/O exists, so `head` can continue it */
 };
@@ -91,6 +93,13 @@ hc_timing_model_new (const struct hc_timing_params *p, uint64_t capacity,
     return -ENOMEM;
   m->p = *p;
   m->capacity = capacity;
+  m->us_per_byte = 1 / (p->rotational ? p->disk_mb_s : p->flash_mb_s); /* bytes / (MB/s) = µs */
+  m->per_capacity = capacity ? 1 / (double) capacity : 0;
+  m->seek_min_us = 1000 * p->seek_min_ms;
+  m->seek_span_us = 1000 * (p->seek_max_ms - p->seek_min_ms);
+  m->half_turn_us = 30e6 / p->rpm; /* (60e6 / rpm) / 2 */
+  m->latency_us[false] = p->read_us;
+  m->latency_us[true] = p->program_us;
   *out = m;
   return 0;
 }
@@ -105,16 +114,14 @@ hc_timing_model_free (hc_timing_model *m)
 static double
 disk_io (hc_timing_model *m, uint64_t off, uint64_t len)
 {
-  const struct hc_timing_params *p = &m->p;
-  double us = (double) len / p->disk_mb_s; /* bytes / (MB/s) = µs */
+  double us = (double) len * m->us_per_byte;
 
   if (!(m->run && off == m->head)) {
     uint64_t d = off > m->head ? off - m->head : m->head - off;
     /* The trace replayer may pass offsets beyond the capacity it declared:
      * a seek never costs more than a full stroke. */
-    double frac = m->capacity && d < m->capacity ? (double) d / (double) m->capacity : 1;
-    us += 1000 * (p->seek_min_ms + (p->seek_max_ms - p->seek_min_ms) * sqrt (frac));
-    us += 30e6 / p->rpm; /* half a revolution: (60e6 / rpm) / 2 */
+    double frac = m->capacity && d < m->capacity ? (double) d * m->per_capacity : 1;
+    us += m->seek_min_us + m->seek_span_us * sqrt (frac) + m->half_turn_us;
   }
   return us;
 }
@@ -129,7 +136,7 @@ hc_timing_model_io (hc_timing_model *m, bool write, uint64_t off, uint64_t len)
   if (m->p.rotational)
     us = disk_io (m, off, len);
   else
-    us = (write ? m->p.program_us : m->p.read_us) + (double) len / m->p.flash_mb_s;
+    us = m->latency_us[write] + (double) len * m->us_per_byte;
   m->head = off + len;
   m->run = true;
   return us;

@@ -5,7 +5,7 @@
  *
  *   header, 16 bytes
  *      0  8  magic "HCTRACE1"
- *      8  4  u32 version (1)
+ *      8  4  u32 version (2; version 1 files, without totals, are read too)
  *     12  2  u16 size of a request record (48)
  *     14  2  u16 reserved, 0
  *
@@ -22,6 +22,13 @@
  *      0  1  tag            1  1  reserved, 0   2  2  len (1 … 65535)
  *      4  4  id             8  len  the bytes (no NUL among them)
  *
+ *   totals (tag 4, version 2: exactly once, right before the end), 80 bytes
+ *      0  1  tag            1  3  reserved, 0   4  4  block size
+ *      8  8  requests      16  8  reads        24  8  writes
+ *     32  8  discards      40  8  flushes      48  8  block accesses
+ *     56  8  footprint (distinct blocks)       64  8  largest end of a read/write
+ *     72  8  XXH3-64 of bytes 0 … 71
+ *
  *   end (tag 3), 16 bytes
  *      0  1  tag            1  7  reserved, 0   8  8  number of requests
  *
@@ -31,6 +38,10 @@
  * the reader interns definitions as they come and maps file ids to its own
  * through an array.  The end record makes truncation visible (a file that
  * stops without it is -EIO, as is anything after it) and checks the count.
+ * The totals sit at a fixed distance from the end of the file, so a
+ * replayer can size its caches in percent of the footprint and model its
+ * disk without a first pass over the records (hc_trace_totals); the replayer
+ * checks them against what it then reads.
  *
  * Speed: requests are decoded straight out of the 1 MiB input buffer with
  * fixed offsets, so reading costs a few loads and a range check per record;
@@ -42,18 +53,21 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+#include <xxhash.h>
 
 #include "trace_priv.h"
 #include "util.h"
 
 #define MAGIC "HCTRACE1"
-#define VERSION 1
+#define VERSION 2
 #define HEADER 16
 #define REQ 48
 #define DEF 8
+#define TOTALS 80
 #define END 16
 
-enum { TAG_REQ = 1, TAG_DEF = 2, TAG_END = 3 };
+enum { TAG_REQ = 1, TAG_DEF = 2, TAG_END = 3, TAG_TOTALS = 4 };
 
 /* True if the input starts with the header. */
 static int
@@ -86,9 +100,10 @@ bin_header (struct hc_trace *t)
   p = (const unsigned char *) t->buf + t->pos;
   if (have < HEADER || memcmp (p, MAGIC, 8) != 0)
     return hc_trace_fail (t, -EINVAL, "not a bin trace: no HCTRACE1 header");
-  if (hc_ld32 (p + 8) != VERSION)
-    return hc_trace_fail (t, -EINVAL, "bin trace version %u, this reader knows %u",
+  if (hc_ld32 (p + 8) < 1 || hc_ld32 (p + 8) > VERSION)
+    return hc_trace_fail (t, -EINVAL, "bin trace version %u, this reader knows 1 … %u",
                           hc_ld32 (p + 8), VERSION);
+  t->bin_version = hc_ld32 (p + 8);
   if (hc_ld16 (p + 12) != REQ)
     return hc_trace_fail (t, -EINVAL, "bin trace request size %u, expected %u", hc_ld16 (p + 12),
                           REQ);
@@ -135,6 +150,60 @@ bin_def (struct hc_trace *t)
   t->bin_map[++t->bin_nmap] = local;
   t->pos += DEF + len;
   t->lineno++;
+  return 0;
+}
+
+/* Decodes a totals record; -EIO if its checksum is wrong. */
+static int
+decode_totals (const unsigned char *p, struct hc_trace_totals *o)
+{
+  if (p[0] != TAG_TOTALS || hc_ld64 (p + 72) != XXH3_64bits (p, 72))
+    return -EIO;
+  *o = (struct hc_trace_totals) {
+    .block_size = hc_ld32 (p + 4), .requests = hc_ld64 (p + 8), .reads = hc_ld64 (p + 16),
+    .writes = hc_ld64 (p + 24), .discards = hc_ld64 (p + 32), .flushes = hc_ld64 (p + 40),
+    .block_accesses = hc_ld64 (p + 48), .footprint_blocks = hc_ld64 (p + 56),
+    .max_end = hc_ld64 (p + 64),
+  };
+  return 0;
+}
+
+/* Reads the totals record in the stream: checked, then passed over (the
+ * end record that must follow checks the count). */
+static int
+bin_totals_record (struct hc_trace *t)
+{
+  struct hc_trace_totals o;
+  long have = hc_trace_fill (t, TOTALS + 1);
+
+  if (have < 0)
+    return (int) have;
+  if (have < TOTALS)
+    return hc_trace_fail (t, -EIO, "truncated bin trace: cut totals record");
+  if (have == TOTALS)
+    return hc_trace_fail (t, -EIO, "truncated bin trace: no end record");
+  if (t->bin_version < 2 || decode_totals ((const unsigned char *) t->buf + t->pos, &o) < 0
+      || t->buf[t->pos + TOTALS] != TAG_END)
+    return hc_trace_fail (t, -EIO, "corrupt bin trace: bad totals record at record %llu",
+                          (unsigned long long) t->lineno + 1);
+  t->pos += TOTALS;
+  t->lineno++;
+  return 0;
+}
+
+/* The totals of a regular uncompressed file, read from its end. */
+static int
+bin_totals (struct hc_trace *t, struct hc_trace_totals *out)
+{
+  unsigned char b[TOTALS + END];
+
+  if (t->size < HEADER + TOTALS + END || pread (t->fd, b, HEADER, 0) != HEADER
+      || memcmp (b, MAGIC, 8) != 0 || hc_ld32 (b + 8) < 2)
+    return -ENODATA;
+  if (pread (t->fd, b, sizeof b, t->size - (int64_t) sizeof b) != (ssize_t) sizeof b)
+    return -EIO;
+  if (decode_totals (b, out) < 0 || b[TOTALS] != TAG_END || hc_ld64 (b + TOTALS + 8) != out->requests)
+    return -EIO;
   return 0;
 }
 
@@ -195,6 +264,11 @@ bin_next (struct hc_trace *t, struct hc_trace_req *r)
       if ((rc = bin_end (t)) < 0)
         return rc;
       return 0;
+    }
+    if (p[0] == TAG_TOTALS) {
+      if ((rc = bin_totals_record (t)) < 0)
+        return rc;
+      continue;
     }
     if (p[0] != TAG_REQ)
       return hc_trace_fail (t, -EIO, "corrupt bin trace: unknown record tag %u at record %llu",
@@ -304,6 +378,32 @@ bin_string (struct hc_trace_writer *w, const struct hc_trace *src, uint32_t id, 
   return 0;
 }
 
+/* Adds a written request to the totals. */
+static int
+count (struct hc_trace_writer *w, const struct hc_trace_req *r)
+{
+  struct hc_trace_totals *o = &w->totals;
+  const unsigned shift = (unsigned) __builtin_ctz (w->block_size);
+
+  o->requests++;
+  switch (r->op) {
+  case HC_TOP_READ: o->reads++; break;
+  case HC_TOP_WRITE: o->writes++; break;
+  case HC_TOP_DISCARD: o->discards++; break;
+  default: o->flushes++; break;
+  }
+  if ((r->op != HC_TOP_READ && r->op != HC_TOP_WRITE) || r->length == 0)
+    return 0;
+  if (r->offset + r->length > o->max_end)
+    o->max_end = r->offset + r->length;
+  for (uint64_t b = r->offset >> shift, b1 = (r->offset + r->length - 1) >> shift; b <= b1; b++) {
+    o->block_accesses++;
+    if (hc_blockset_add (&w->footprint, b) < 0)
+      return -ENOMEM;
+  }
+  return 0;
+}
+
 /* Appends a request (after the definitions of its new strings). */
 static int
 bin_write (struct hc_trace_writer *w, const struct hc_trace_req *r, const struct hc_trace *src,
@@ -334,18 +434,29 @@ bin_write (struct hc_trace_writer *w, const struct hc_trace_req *r, const struct
   if ((rc = hc_trace_wput (w, rec, REQ)) < 0)
     return rc;
   w->count++;
-  return 0;
+  return count (w, r);
 }
 
 /* Writes the end record and flushes. */
 static int
 bin_wclose (struct hc_trace_writer *w)
 {
-  unsigned char e[END] = { TAG_END };
+  unsigned char o[TOTALS] = { TAG_TOTALS }, e[END] = { TAG_END };
+  const struct hc_trace_totals *c = &w->totals;
   int rc;
 
+  hc_st32 (o + 4, w->block_size);
+  hc_st64 (o + 8, c->requests);
+  hc_st64 (o + 16, c->reads);
+  hc_st64 (o + 24, c->writes);
+  hc_st64 (o + 32, c->discards);
+  hc_st64 (o + 40, c->flushes);
+  hc_st64 (o + 48, c->block_accesses);
+  hc_st64 (o + 56, w->footprint.n);
+  hc_st64 (o + 64, c->max_end);
+  hc_st64 (o + 72, XXH3_64bits (o, 72));
   hc_st64 (e + 8, w->count);
-  if ((rc = hc_trace_wput (w, e, END)) < 0)
+  if ((rc = hc_trace_wput (w, o, TOTALS)) < 0 || (rc = hc_trace_wput (w, e, END)) < 0)
     return rc;
   return hc_trace_wflush (w);
 }
@@ -356,6 +467,7 @@ const struct hc_trace_fmt hc_trace_fmt_bin = {
   .probe = bin_probe,
   .reset = bin_reset,
   .next = bin_next,
+  .totals = bin_totals,
   .wopen = bin_wopen,
   .write = bin_write,
   .wclose = bin_wclose,

@@ -739,6 +739,8 @@ open_input (struct hc_trace *t, const char *path, int64_t *size)
     return -EISDIR;
   }
   *size = S_ISREG (st.st_mode) ? (int64_t) st.st_size : -1;
+  t->fd = fd;
+  t->size = *size;
   if (!(t->gz = gzdopen (fd, "rb"))) {
     close (fd);
     return -ENOMEM;
@@ -868,6 +870,16 @@ hc_trace_rewind (hc_trace *t)
   return 0;
 }
 
+int
+hc_trace_totals (hc_trace *t, struct hc_trace_totals *out)
+{
+  if (!t || !out)
+    return -EINVAL;
+  if (!t->fmt->totals || t->size < 0 || !gzdirect (t->gz))
+    return -ENODATA;
+  return t->fmt->totals (t, out);
+}
+
 /* Closes a trace. */
 void
 hc_trace_close (hc_trace *t)
@@ -942,6 +954,7 @@ writer_free (struct hc_trace_writer *w)
   hc_trace_strtab_free (&w->strs);
   free (w->src_map);
   free (w->blocks);
+  hc_blockset_free (&w->footprint);
   free (w->buf);
   free (w);
   return rc;

@@ -30,6 +30,7 @@
 #include <zlib.h>
 
 #include "hintcache/trace.h"
+#include "util.h"
 
 /* Input is read in chunks of this size; binary readers parse straight out
  * of it, so a record costs no system call. */
@@ -82,6 +83,9 @@ struct hc_trace_fmt {
   int (*parse) (struct hc_trace *t, char *line, size_t len, struct hc_trace_req *r);
   /* Binary formats: the next request, as hc_trace_next. */
   int (*next) (struct hc_trace *t, struct hc_trace_req *r);
+  /* Optional: the totals the file records, as hc_trace_totals (called only
+   * for an uncompressed regular file). */
+  int (*totals) (struct hc_trace *t, struct hc_trace_totals *out);
   /* Writable formats: writes the header, appends a request, finishes. */
   int (*wopen) (struct hc_trace_writer *w);
   /* Strings come from src by id, or (src NULL) as the texts comm and
@@ -102,6 +106,8 @@ struct hc_trace {
   const struct hc_trace_fmt *fmt;
   struct hc_trace_opts opts;
   gzFile gz;
+  int fd;          /* gz's descriptor, for pread (gz owns it) */
+  int64_t size;    /* bytes, when a regular file (else -1) */
   bool is_stdin;   /* cannot be rewound */
   uint64_t serial; /* tells readers apart in writers' id caches */
 
@@ -128,6 +134,7 @@ struct hc_trace {
   uint64_t msr_first;  /* msr: the first timestamp, 100 ns units */
   bool bin_started;    /* bin: the header has been read */
   bool bin_ended;      /* bin: the end record has been read */
+  uint32_t bin_version; /* bin: the header's version */
   uint32_t *bin_map;   /* bin: file string id → reader id */
   uint32_t bin_nmap, bin_mapcap;
   uint64_t bin_count;  /* bin: request records read */
@@ -148,6 +155,10 @@ struct hc_trace_writer {
   uint64_t src_serial;
   uint32_t *src_map;
   size_t src_mapcap;
+
+  /* bin: the totals written at the end. */
+  struct hc_trace_totals totals;
+  struct hc_blockset footprint;
 
   /* oracle: the block of every record, in order. */
   uint64_t *blocks;
