@@ -315,7 +315,7 @@ static bool
 clean_only (void *arg, uint32_t c)
 {
   struct hc_directory *d = arg;
-  return !(d->map.meta[c] & HC_M_DIRTY);
+  return !(d->map.blk[c].meta & HC_M_DIRTY);
 }
 
 static void
@@ -348,7 +348,7 @@ test_deferred_and_dirty (void)
     hc_list_push_head (&d.map, &d.map.free, c3);
     uint32_t c5 = hc_dir_find (&d, 5), to = hc_dir_take_free (&d);
     hc_dir_relocate (&d, c5, to);
-    CHECK (hc_dir_find (&d, 5) == to && (d.map.meta[to] & HC_M_DIRTY) && d.map.pending.head == c5,
+    CHECK (hc_dir_find (&d, 5) == to && (d.map.blk[to].meta & HC_M_DIRTY) && d.map.pending.head == c5,
            "%s: relocated", hc_policy_name_of (p));
     hc_dir_fini (&d);
   }

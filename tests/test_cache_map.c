@@ -19,8 +19,8 @@ static void
 check_list (const struct hc_map *m, const struct hc_list *l, const char *what)
 {
   uint32_t n = 0, prev = HC_NIL;
-  for (uint32_t c = l->head; c != HC_NIL && n <= m->n; c = m->next[c], n++) {
-    CHECK (m->prev[c] == prev, "%s: back link of %u", what, c);
+  for (uint32_t c = l->head; c != HC_NIL && n <= m->n; c = m->blk[c].next, n++) {
+    CHECK (m->blk[c].prev == prev, "%s: back link of %u", what, c);
     prev = c;
   }
   CHECK (n == l->count && prev == l->tail, "%s: count %u vs %u", what, n, l->count);
@@ -111,8 +111,8 @@ main (void)
     CHECK (c == (where[o] ? where[o] - 1 : HC_NIL), "final lookup %llu", (unsigned long long) o);
     if (c != HC_NIL) {
       mapped++;
-      CHECK (hc_meta_origin (m.meta[c]) == o && hc_meta_class (m.meta[c]) == o % 8
-             && (m.meta[c] & HC_M_VALID), "meta of %u", c);
+      CHECK (hc_meta_origin (m.blk[c].meta) == o && hc_meta_class (m.blk[c].meta) == o % 8
+             && (m.blk[c].meta & HC_M_VALID), "meta of %u", c);
     }
   }
   CHECK (mapped == m.mapped && mapped + m.free.count == N, "accounting");
@@ -126,18 +126,18 @@ main (void)
     hc_map_remove (&m, v);
     hc_list_push_tail (&m, &m.free, v);
   }
-  uint32_t head = m.queue[0].head, tail = m.queue[0].tail, mid = m.next[head];
-  uint64_t oh = hc_meta_origin (m.meta[head]);
+  uint32_t head = m.queue[0].head, tail = m.queue[0].tail, mid = m.blk[head].next;
+  uint64_t oh = hc_meta_origin (m.blk[head].meta);
   uint32_t to[3];
   for (int i = 0; i < 3; i++)
     to[i] = hc_list_pop_head (&m, &m.free);
-  uint32_t mid_next = m.next[mid];
+  uint32_t mid_next = m.blk[mid].next;
   hc_map_relocate (&m, head, to[0]);
   hc_map_relocate (&m, tail, to[1]);
   hc_map_relocate (&m, mid, to[2]);
   CHECK (m.queue[0].head == to[0] && m.queue[0].tail == to[1], "ends relocated");
-  CHECK (m.next[to[0]] == to[2] && m.next[to[2]] == mid_next, "middle relocated");
-  CHECK (hc_map_lookup (&m, oh) == to[0] && !(m.meta[head] & HC_M_VALID), "index follows");
+  CHECK (m.blk[to[0]].next == to[2] && m.blk[to[2]].next == mid_next, "middle relocated");
+  CHECK (hc_map_lookup (&m, oh) == to[0] && !(m.blk[head].meta & HC_M_VALID), "index follows");
   check_list (&m, &m.queue[0], "queue after relocation");
   CHECK (hc_map_bytes (&m) < (size_t) N * 22, "about 21.5 bytes per block: %zu", hc_map_bytes (&m));
   hc_map_fini (&m);

@@ -322,7 +322,7 @@ verify (struct rig *r, bool verbose, const char *what)
   /* No clean cached block may differ from the slow tier. */
   pthread_mutex_lock (&v->lock);
   for (uint32_t c = 0; c < v->dir.map.n; c++) {
-    uint64_t w = v->dir.map.meta[c];
+    uint64_t w = v->dir.map.blk[c].meta;
     if ((w & HC_M_VALID) && !(w & HC_M_DIRTY)) {
       uint8_t a[BS], s[BS];
       hc_tier_read (r->fmem, a, BS, v->sb.data_off + (uint64_t) c * BS);

@@ -66,7 +66,7 @@ hc_dir_access (struct hc_directory *d, const struct hc_access *a)
     return HC_NIL;
   }
   s->hits[a->write]++;
-  if (d->map.meta[c] & HC_M_HINTED)
+  if (d->map.blk[c].meta & HC_M_HINTED)
     s->hint_hits++;
   hc_policy_hit (&d->policy, c, a);
   return c;
@@ -103,14 +103,14 @@ hc_dir_bypass (struct hc_directory *d, const struct hc_access *a, enum hc_bypass
 static void
 drop (struct hc_directory *d, uint32_t c)
 {
-  uint64_t w = d->map.meta[c];
+  uint64_t w = d->map.blk[c].meta;
   unsigned cls = hc_meta_class (w);
 
   d->occupancy[cls]--;
   if (w & HC_M_DIRTY)
     d->ndirty[cls]--;
   hc_map_remove (&d->map, c);
-  d->map.meta[c] = hc_meta_origin (w) | HC_M_FORMER | (w & HC_M_DIRTY);
+  d->map.blk[c].meta = hc_meta_origin (w) | HC_M_FORMER | (w & HC_M_DIRTY);
   hc_list_push_head (&d->map, d->defer_free ? &d->map.pending : &d->map.free, c);
 }
 
@@ -122,7 +122,7 @@ hc_dir_evict (struct hc_directory *d, unsigned cls, hc_evictable_fn ok, void *ar
                    : hc_policy_victim (&d->policy, ok, arg);
 
   if (c != HC_NIL) {
-    d->stats.cls[hc_meta_class (d->map.meta[c])].evictions++;
+    d->stats.cls[hc_meta_class (d->map.blk[c].meta)].evictions++;
     drop (d, c);
   }
   return c;
@@ -210,7 +210,7 @@ hc_dir_relocate (struct hc_directory *d, uint32_t from, uint32_t to)
 void
 hc_dir_set_dirty (struct hc_directory *d, uint32_t c, unsigned cls)
 {
-  uint64_t w = d->map.meta[c];
+  uint64_t w = d->map.blk[c].meta;
   unsigned old = hc_meta_class (w);
 
   if (w & HC_M_DIRTY)
@@ -219,19 +219,19 @@ hc_dir_set_dirty (struct hc_directory *d, uint32_t c, unsigned cls)
   d->occupancy[cls]++;
   d->ndirty[cls]++;
   hc_map_set_field (&d->map, c, HC_M_CLASS_MASK, HC_M_CLASS_SHIFT, cls);
-  d->map.meta[c] |= HC_M_DIRTY;
+  d->map.blk[c].meta |= HC_M_DIRTY;
 }
 
 void
 hc_dir_set_clean (struct hc_directory *d, uint32_t c)
 {
-  uint64_t w = d->map.meta[c];
+  uint64_t w = d->map.blk[c].meta;
   unsigned cls = hc_meta_class (w);
   struct hc_class_attrs attrs;
 
   if (!(w & HC_M_DIRTY))
     return;
-  d->map.meta[c] &= ~HC_M_DIRTY;
+  d->map.blk[c].meta &= ~HC_M_DIRTY;
   d->ndirty[cls]--;
   d->stats.cls[cls].writebacks++;
   hc_dir_attrs (d, cls, &attrs);
@@ -242,7 +242,7 @@ hc_dir_set_clean (struct hc_directory *d, uint32_t c)
 void
 hc_dir_reclass (struct hc_directory *d, uint32_t c, unsigned cls)
 {
-  uint64_t w = d->map.meta[c];
+  uint64_t w = d->map.blk[c].meta;
   unsigned old = hc_meta_class (w);
   struct hc_class_attrs attrs;
 
@@ -272,11 +272,11 @@ void
 hc_dir_protect (struct hc_directory *d, uint32_t c)
 {
   struct hc_access a = {
-    .origin = hc_meta_origin (d->map.meta[c]),
-    .hint = { .cls = (uint8_t) hc_meta_class (d->map.meta[c]), .advice = HC_ADVICE_WILLNEED },
+    .origin = hc_meta_origin (d->map.blk[c].meta),
+    .hint = { .cls = (uint8_t) hc_meta_class (d->map.blk[c].meta), .advice = HC_ADVICE_WILLNEED },
   };
   hc_policy_hit (&d->policy, c, &a);
-  d->map.meta[c] |= HC_M_HINTED;
+  d->map.blk[c].meta |= HC_M_HINTED;
 }
 
 uint32_t
@@ -286,7 +286,7 @@ hc_dir_release_pending (struct hc_directory *d, bool (*busy) (void *arg, uint32_
   uint32_t moved = 0, c = m->pending.tail;
 
   while (c != HC_NIL) {
-    uint32_t prev = m->prev[c];
+    uint32_t prev = m->blk[c].prev;
     if (!busy || !busy (arg, c)) {
       hc_list_remove (m, &m->pending, c);
       hc_list_push_head (m, &m->free, c);

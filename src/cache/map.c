@@ -115,7 +115,7 @@ find_in (const struct hc_map *m, uint32_t b, const struct where *w, uint64_t ori
 {
   for (unsigned bits = tag_matches (m, b, w->tag); bits; bits &= bits - 1) {
     uint32_t c = (m->slots[(size_t) b * BUCKET + (unsigned) __builtin_ctz (bits)] & m->idx_mask) - 1;
-    if (hc_meta_origin (m->meta[c]) == origin)
+    if (hc_meta_origin (m->blk[c].meta) == origin)
       return c;
   }
   return HC_NIL;
@@ -144,10 +144,8 @@ hc_map_init (struct hc_map *m, uint32_t n)
     return -ENOMEM;
   }
   m->slots = m->region;
-  m->meta = (uint64_t *) (m->slots + (size_t) m->nbuckets * BUCKET);
-  m->prev = (uint32_t *) (m->meta + n);
-  m->next = m->prev + n;
-  m->overflow = (uint8_t *) (m->next + n);
+  m->blk = (struct hc_block *) (m->slots + (size_t) m->nbuckets * BUCKET);
+  m->overflow = (uint8_t *) (m->blk + n);
   for (unsigned q = 0; q < 4; q++)
     hc_list_init (&m->queue[q]);
   hc_list_init (&m->free);
@@ -168,7 +166,7 @@ size_t
 hc_map_bytes (const struct hc_map *m)
 {
   return (size_t) m->nbuckets * (BUCKET * sizeof *m->slots + sizeof *m->overflow)
-         + (size_t) m->n * (sizeof *m->meta + sizeof *m->prev + sizeof *m->next);
+         + (size_t) m->n * sizeof *m->blk;
 }
 
 uint32_t
@@ -187,13 +185,22 @@ hc_map_lookup (const struct hc_map *m, uint64_t origin)
 }
 
 void
+hc_map_prefetch (const struct hc_map *m, uint64_t origin)
+{
+  const struct where w = where_of (m, origin);
+
+  __builtin_prefetch (m->slots + (size_t) w.b1 * BUCKET);
+  __builtin_prefetch (m->slots + (size_t) w.b2 * BUCKET);
+}
+
+void
 hc_map_insert (struct hc_map *m, uint32_t c, uint64_t origin, unsigned cls, bool dirty)
 {
   const struct where w = where_of (m, origin);
   unsigned o1 = occupancy (m, w.b1), o2 = occupancy (m, w.b2);
   uint32_t b = w.b2;
 
-  m->meta[c] = (origin & HC_M_ORIGIN_MASK) | (uint64_t) cls << HC_M_CLASS_SHIFT | HC_M_VALID
+  m->blk[c].meta = (origin & HC_M_ORIGIN_MASK) | (uint64_t) cls << HC_M_CLASS_SHIFT | HC_M_VALID
                | (dirty ? HC_M_DIRTY : 0);
   if (o1 <= o2 && o1 < BUCKET) {
     b = w.b1;
@@ -216,7 +223,7 @@ hc_map_insert (struct hc_map *m, uint32_t c, uint64_t origin, unsigned cls, bool
 static uint32_t *
 slot_of (struct hc_map *m, uint32_t c, bool unlink)
 {
-  const struct where w = where_of (m, hc_meta_origin (m->meta[c]));
+  const struct where w = where_of (m, hc_meta_origin (m->blk[c].meta));
   const uint32_t want = (c + 1) | w.tag;
   unsigned bits;
 
@@ -240,40 +247,40 @@ hc_map_remove (struct hc_map *m, uint32_t c)
 
   *s = bucket[last]; /* keep the occupied slots a prefix */
   bucket[last] = 0;
-  m->meta[c] = 0;
+  m->blk[c].meta = 0;
   m->mapped--;
 }
 
 void
 hc_map_relocate (struct hc_map *m, uint32_t from, uint32_t to)
 {
-  struct hc_list *l = &m->queue[hc_meta_queue (m->meta[from])];
-  uint32_t p = m->prev[from], n = m->next[from];
+  struct hc_list *l = &m->queue[hc_meta_queue (m->blk[from].meta)];
+  uint32_t p = m->blk[from].prev, n = m->blk[from].next;
   uint32_t *s = slot_of (m, from, false);
 
   *s = (*s & ~m->idx_mask) | (to + 1); /* same origin: same buckets, same tag */
-  m->meta[to] = m->meta[from];
-  m->meta[from] = 0;
-  m->prev[to] = p;
-  m->next[to] = n;
+  m->blk[to].meta = m->blk[from].meta;
+  m->blk[from].meta = 0;
+  m->blk[to].prev = p;
+  m->blk[to].next = n;
   if (p != HC_NIL)
-    m->next[p] = to;
+    m->blk[p].next = to;
   else
     l->head = to;
   if (n != HC_NIL)
-    m->prev[n] = to;
+    m->blk[n].prev = to;
   else
     l->tail = to;
-  m->prev[from] = m->next[from] = HC_NIL;
+  m->blk[from].prev = m->blk[from].next = HC_NIL;
 }
 
 void
 hc_list_push_head (struct hc_map *m, struct hc_list *l, uint32_t c)
 {
-  m->prev[c] = HC_NIL;
-  m->next[c] = l->head;
+  m->blk[c].prev = HC_NIL;
+  m->blk[c].next = l->head;
   if (l->head != HC_NIL)
-    m->prev[l->head] = c;
+    m->blk[l->head].prev = c;
   else
     l->tail = c;
   l->head = c;
@@ -283,10 +290,10 @@ hc_list_push_head (struct hc_map *m, struct hc_list *l, uint32_t c)
 void
 hc_list_push_tail (struct hc_map *m, struct hc_list *l, uint32_t c)
 {
-  m->next[c] = HC_NIL;
-  m->prev[c] = l->tail;
+  m->blk[c].next = HC_NIL;
+  m->blk[c].prev = l->tail;
   if (l->tail != HC_NIL)
-    m->next[l->tail] = c;
+    m->blk[l->tail].next = c;
   else
     l->head = c;
   l->tail = c;
@@ -296,14 +303,14 @@ hc_list_push_tail (struct hc_map *m, struct hc_list *l, uint32_t c)
 void
 hc_list_remove (struct hc_map *m, struct hc_list *l, uint32_t c)
 {
-  uint32_t p = m->prev[c], n = m->next[c];
+  uint32_t p = m->blk[c].prev, n = m->blk[c].next;
 
   if (p != HC_NIL)
-    m->next[p] = n;
+    m->blk[p].next = n;
   else
     l->head = n;
   if (n != HC_NIL)
-    m->prev[n] = p;
+    m->blk[n].prev = p;
   else
     l->tail = p;
   l->count--;

@@ -16,14 +16,15 @@
  *                 held, and the dirty bit whether it was dirty (an evicted or
  *                 invalidated block, until it is reused)
  *
- * and two 32-bit links (prev, next), so every block sits on exactly one
+ * and two 32-bit links (prev, next), kept together in one 16-byte entry
+ * (never straddling a cache line), so every block sits on exactly one
  * intrusive list at a time: the free list, the pending list (freed but not
  * reusable until the metadata that freed it is durable), or one of four
  * policy queues — a mapped block is always on queue[its queue bits], which
  * the policies maintain.
  * A hash index of 8-slot buckets (32-bit slots holding a block number and
  * hash tag bits; two candidate buckets per origin; load ≤ 0.75) finds the
- * block holding an origin.  In all, 8 + 8 + ~5.5 bytes per block;
+ * block holding an origin.  In all, 16 + ~5.5 bytes per block;
  * pins (1 byte) live beside it in the engine.
  *
  * Not thread-safe: the owner (the volume, under its lock, or the replayer)
@@ -61,12 +62,18 @@ struct hc_list {
   uint32_t count;
 };
 
+/* A cache block's entry: its meta word and its list links, together, so
+ * that what one access touches of a block is one cache line. */
+struct hc_block {
+  uint64_t meta;
+  uint32_t prev, next;
+};
+
 struct hc_map {
   uint32_t n;          /* cache blocks */
   void *region;        /* the arrays below, in one mapping */
   size_t region_bytes;
-  uint64_t *meta;      /* n meta words */
-  uint32_t *prev, *next;
+  struct hc_block *blk; /* n entries */
   uint32_t *slots;     /* hash index: nbuckets × 8 slots of cache block + 1 | tag, 0 = empty */
   uint8_t *overflow;   /* per bucket: entries that passed it full (saturating) */
   uint32_t nbuckets;
@@ -97,7 +104,7 @@ static inline unsigned hc_meta_freq (uint64_t w) { return (unsigned) ((w & HC_M_
 static inline void
 hc_map_set_field (struct hc_map *m, uint32_t c, uint64_t mask, unsigned shift, uint64_t v)
 {
-  m->meta[c] = (m->meta[c] & ~mask) | ((v << shift) & mask);
+  m->blk[c].meta = (m->blk[c].meta & ~mask) | ((v << shift) & mask);
 }
 
 /* An origin's hash (splitmix64's finaliser: consecutive blocks land far
@@ -115,6 +122,11 @@ hc_map_hash (uint64_t x)
 
 /* Returns the block holding origin, or HC_NIL. */
 uint32_t hc_map_lookup (const struct hc_map *m, uint64_t origin);
+
+/* Starts loading the buckets where origin's entry would be, for a lookup
+ * soon after (a caller that knows its next origins hides the memory
+ * latency of large maps behind its current work). */
+void hc_map_prefetch (const struct hc_map *m, uint64_t origin);
 
 /* Maps free or pending block c (already unlinked) to origin with class cls;
  * origin must not be mapped already.  Queue/freq/hinted bits start at 0. */

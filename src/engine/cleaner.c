@@ -78,7 +78,7 @@ collect (hc_volume *v, struct cand *out)
   if (best < 0)
     return 0;
   for (uint32_t c = 0; c < v->dir.map.n && n < BATCH; c++) {
-    uint64_t w = v->dir.map.meta[c];
+    uint64_t w = v->dir.map.blk[c].meta;
     if ((w & HC_M_VALID) && (w & HC_M_DIRTY) && hc_meta_class (w) == (unsigned) best)
       out[n++] = (struct cand) { hc_meta_origin (w), c };
   }

@@ -56,7 +56,7 @@ bool
 hc_vol_evictable (void *arg, uint32_t c)
 {
   hc_volume *v = arg;
-  return !(v->dir.map.meta[c] & HC_M_DIRTY) && !hc_vol_busy (v, c);
+  return !(v->dir.map.blk[c].meta & HC_M_DIRTY) && !hc_vol_busy (v, c);
 }
 
 static bool
@@ -293,7 +293,7 @@ read_block (hc_volume *v, uint64_t blk, uint32_t boff, uint32_t blen, uint8_t *d
     c = hc_dir_find (&v->dir, blk); /* filled while we waited? */
   }
   if (c != HC_NIL) {
-    bool dirty = (v->dir.map.meta[c] & HC_M_DIRTY) != 0;
+    bool dirty = (v->dir.map.blk[c].meta & HC_M_DIRTY) != 0;
     pin (v, c);
     pthread_mutex_unlock (&v->lock);
     rc = read_cached (v, c, blk, dirty, boff, blen, dst, r);
@@ -437,7 +437,7 @@ write_block (hc_volume *v, uint64_t blk, uint32_t boff, uint32_t blen, const uin
   }
 
   if (c != HC_NIL) {
-    old_dirty = (v->dir.map.meta[c] & HC_M_DIRTY) != 0;
+    old_dirty = (v->dir.map.blk[c].meta & HC_M_DIRTY) != 0;
     /* Pinned, c can be neither evicted nor reused while we work; our
      * stripe keeps it mapped to blk. */
     pin (v, c);
@@ -792,7 +792,7 @@ drop_range (hc_volume *v, uint64_t b0, uint64_t b1, bool dirty)
 
   for (uint64_t b = b0, c = 0; b1 - b0 <= d->map.n ? b < b1 : c < d->map.n; b++, c++) {
     uint32_t k = b1 - b0 <= d->map.n ? hc_dir_find (d, b) : (uint32_t) c;
-    uint64_t w = k == HC_NIL ? 0 : d->map.meta[k];
+    uint64_t w = k == HC_NIL ? 0 : d->map.blk[k].meta;
     if (!(w & HC_M_VALID) || hc_meta_origin (w) < b0 || hc_meta_origin (w) >= b1
         || ((w & HC_M_DIRTY) != 0) != dirty)
       continue;
@@ -913,7 +913,7 @@ hc_vol_prefetch_block (hc_volume *v, uint64_t blk, struct hc_hint hint)
     untake (v, c);
   } else {
     hc_dir_install (&v->dir, c, &a, false);
-    v->dir.map.meta[c] |= HC_M_HINTED;
+    v->dir.map.blk[c].meta |= HC_M_HINTED;
     hc_meta_record_block (v, c);
     v->dir.stats.prefetched++;
     v->dir.stats.cls[a.hint.cls].flash_bytes_written += v->bs;
@@ -936,7 +936,7 @@ hc_vol_writeback (hc_volume *v, uint32_t c, bool try)
   int rc;
 
   pthread_mutex_lock (&v->lock);
-  uint64_t w = v->dir.map.meta[c];
+  uint64_t w = v->dir.map.blk[c].meta;
   pthread_mutex_unlock (&v->lock);
   if (!(w & HC_M_VALID) || !(w & HC_M_DIRTY))
     return 0;
@@ -948,7 +948,7 @@ hc_vol_writeback (hc_volume *v, uint32_t c, bool try)
     pthread_rwlock_wrlock (stripe (v, blk));
   }
   pthread_mutex_lock (&v->lock);
-  if (hc_dir_find (&v->dir, blk) != c || !(v->dir.map.meta[c] & HC_M_DIRTY)) {
+  if (hc_dir_find (&v->dir, blk) != c || !(v->dir.map.blk[c].meta & HC_M_DIRTY)) {
     pthread_mutex_unlock (&v->lock);
     pthread_rwlock_unlock (stripe (v, blk));
     return 0; /* it moved or was cleaned meanwhile */
@@ -987,7 +987,7 @@ reclass_range (hc_volume *v, uint64_t b0, uint64_t b1, unsigned cls)
   if (b1 - b0 <= m->n) {
     for (uint64_t b = b0; b < b1; b++) {
       uint32_t c = hc_dir_find (&v->dir, b);
-      if (c != HC_NIL && hc_meta_class (m->meta[c]) != cls) {
+      if (c != HC_NIL && hc_meta_class (m->blk[c].meta) != cls) {
         hc_dir_reclass (&v->dir, c, cls);
         hc_meta_record_block (v, c);
       }
@@ -995,7 +995,7 @@ reclass_range (hc_volume *v, uint64_t b0, uint64_t b1, unsigned cls)
     return;
   }
   for (uint32_t c = 0; c < m->n; c++) {
-    uint64_t w = m->meta[c];
+    uint64_t w = m->blk[c].meta;
     if ((w & HC_M_VALID) && hc_meta_origin (w) >= b0 && hc_meta_origin (w) < b1
         && hc_meta_class (w) != cls) {
       hc_dir_reclass (&v->dir, c, cls);
@@ -1095,8 +1095,8 @@ hc_volume_advise (hc_volume *v, uint64_t off, uint64_t len, struct hc_hint hint)
         pthread_rwlock_wrlock (stripe (v, b));
         pthread_mutex_lock (&v->lock);
         c = hc_dir_find (&v->dir, b);
-        if (c != HC_NIL && !(v->dir.map.meta[c] & HC_M_DIRTY) && !hc_vol_busy (v, c)) {
-          v->dir.stats.cls[hc_meta_class (v->dir.map.meta[c])].evictions++;
+        if (c != HC_NIL && !(v->dir.map.blk[c].meta & HC_M_DIRTY) && !hc_vol_busy (v, c)) {
+          v->dir.stats.cls[hc_meta_class (v->dir.map.blk[c].meta)].evictions++;
           hc_dir_invalidate (&v->dir, c);
           hc_meta_record_block (v, c);
         }

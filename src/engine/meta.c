@@ -726,7 +726,7 @@ new_record (hc_volume *v)
 void
 hc_meta_record_block (hc_volume *v, uint32_t c)
 {
-  uint64_t w = v->dir.map.meta[c];
+  uint64_t w = v->dir.map.blk[c].meta;
   uint8_t *r = new_record (v);
 
   r[0] = HC_JREC_MAP;
@@ -776,7 +776,7 @@ encode_table_sector (hc_volume *v, uint64_t i, uint8_t *s)
     uint64_t c = i * HC_FMT_TABLE_PER_SECTOR + k;
     if (c >= v->sb.nblocks)
       break;
-    uint64_t w = v->dir.map.meta[c];
+    uint64_t w = v->dir.map.blk[c].meta;
     hc_put64 (s + 8 + 8 * k, (w & HC_M_VALID) ? w & HC_FMT_ENTRY_MASK : 0);
   }
   hc_put32 (s, hc_meta_csum (s, 0, v->seed, v->sb.table_off / HC_FMT_SECTOR + i));

@@ -229,7 +229,7 @@ static uint32_t
 oldest (struct hc_map *m, unsigned q, hc_evictable_fn ok, void *arg)
 {
   unsigned skipped = 0;
-  for (uint32_t c = m->queue[q].tail; c != HC_NIL && skipped < SKIP_LIMIT; c = m->prev[c], skipped++)
+  for (uint32_t c = m->queue[q].tail; c != HC_NIL && skipped < SKIP_LIMIT; c = m->blk[c].prev, skipped++)
     if (ok (arg, c)) {
       hc_list_remove (m, &m->queue[q], c);
       return c;
@@ -256,7 +256,7 @@ arc_victim (struct hc_policy *p, hc_evictable_fn ok, void *arg)
     c = oldest (m, from_t1 ? T1 : T2, ok, arg);
   }
   if (c != HC_NIL)
-    gpush (s, from_t1 ? 1 : 2, hc_meta_origin (m->meta[c]));
+    gpush (s, from_t1 ? 1 : 2, hc_meta_origin (m->blk[c].meta));
   return c;
 }
 
@@ -271,7 +271,7 @@ arc_demote (struct hc_policy *p, uint32_t c)
 {
   hc_policy_dequeue (p->map, c);
   hc_policy_enqueue (p->map, c, T1, true);
-  p->map->meta[c] |= HC_M_DEMOTED;
+  p->map->blk[c].meta |= HC_M_DEMOTED;
 }
 
 const struct hc_policy_ops hc_policy_arc = {

@@ -31,7 +31,7 @@ fifo_victim (struct hc_policy *p, hc_evictable_fn ok, void *arg)
   struct hc_map *m = p->map;
   unsigned skipped = 0;
 
-  for (uint32_t c = m->queue[Q].tail; c != HC_NIL && skipped < SKIP_LIMIT; c = m->prev[c], skipped++)
+  for (uint32_t c = m->queue[Q].tail; c != HC_NIL && skipped < SKIP_LIMIT; c = m->blk[c].prev, skipped++)
     if (ok (arg, c)) {
       hc_list_remove (m, &m->queue[Q], c);
       return c;
@@ -51,7 +51,7 @@ fifo_demote (struct hc_policy *p, uint32_t c)
   struct hc_map *m = p->map;
   hc_list_remove (m, &m->queue[Q], c);
   hc_list_push_tail (m, &m->queue[Q], c);
-  m->meta[c] |= HC_M_DEMOTED;
+  m->blk[c].meta |= HC_M_DEMOTED;
 }
 
 const struct hc_policy_ops hc_policy_fifo = {

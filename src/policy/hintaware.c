@@ -231,7 +231,7 @@ ha_insert (struct hc_policy *p, uint32_t c, const struct hc_access *a)
 
   if (is_protected (p, a)) {
     hc_map_set_field (m, c, HC_M_FREQ_MASK, HC_M_FREQ_SHIFT, 1);
-    m->meta[c] |= HC_M_HINTED;
+    m->blk[c].meta |= HC_M_HINTED;
     hc_policy_enqueue (m, c, HC_S3_MAIN, false);
   } else if (hc_ghost_contains (&s->ghost, a->origin)
              && hc_policy_priority (p, a->hint.cls) >= LOW_PRIORITY) {
@@ -253,7 +253,7 @@ ha_hit (struct hc_policy *p, uint32_t c, const struct hc_access *a)
   }
   hc_s3_hit (p, c);
   if (is_protected (p, a))
-    m->meta[c] |= HC_M_HINTED;
+    m->blk[c].meta |= HC_M_HINTED;
 }
 
 static uint32_t

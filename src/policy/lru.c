@@ -48,7 +48,7 @@ lru_victim (struct hc_policy *p, hc_evictable_fn ok, void *arg)
   struct hc_map *m = p->map;
   unsigned skipped = 0;
 
-  for (uint32_t c = m->queue[Q].tail; c != HC_NIL; c = m->prev[c]) {
+  for (uint32_t c = m->queue[Q].tail; c != HC_NIL; c = m->blk[c].prev) {
     if (ok (arg, c)) {
       hc_list_remove (m, &m->queue[Q], c);
       return c;
@@ -71,7 +71,7 @@ lru_demote (struct hc_policy *p, uint32_t c)
   struct hc_map *m = p->map;
   hc_list_remove (m, &m->queue[Q], c);
   hc_list_push_tail (m, &m->queue[Q], c);
-  m->meta[c] |= HC_M_DEMOTED;
+  m->blk[c].meta |= HC_M_DEMOTED;
 }
 
 const struct hc_policy_ops hc_policy_lru = {

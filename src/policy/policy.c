@@ -65,7 +65,7 @@ hc_policy_enqueue (struct hc_map *m, uint32_t c, unsigned q, bool at_tail)
 void
 hc_policy_dequeue (struct hc_map *m, uint32_t c)
 {
-  hc_list_remove (m, &m->queue[hc_meta_queue (m->meta[c])], c);
+  hc_list_remove (m, &m->queue[hc_meta_queue (m->blk[c].meta)], c);
 }
 
 unsigned
@@ -89,8 +89,8 @@ hc_policy_victim_of_class (struct hc_policy *p, unsigned cls, int q0, int q1, un
     if (qs[i] < 0)
       continue;
     unsigned seen = 0;
-    for (uint32_t c = m->queue[qs[i]].tail; c != HC_NIL && seen < limit; c = m->prev[c], seen++)
-      if (hc_meta_class (m->meta[c]) == cls && ok (arg, c)) {
+    for (uint32_t c = m->queue[qs[i]].tail; c != HC_NIL && seen < limit; c = m->blk[c].prev, seen++)
+      if (hc_meta_class (m->blk[c].meta) == cls && ok (arg, c)) {
         hc_list_remove (m, &m->queue[qs[i]], c);
         return c;
       }

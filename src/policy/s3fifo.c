@@ -85,7 +85,7 @@ hc_s3_victim (struct hc_policy *p, const struct hc_s3_rules *r, hc_evictable_fn 
       return HC_NIL;
     if (small->count > 0 && (small->count > s->small_target || main->count == 0)) {
       c = small->tail;
-      w = m->meta[c];
+      w = m->blk[c].meta;
       if (hc_meta_freq (w) >= r->promote_freq (p, w)) {
         hc_map_set_field (m, c, HC_M_FREQ_MASK, HC_M_FREQ_SHIFT, 0);
         requeue (m, c, HC_S3_MAIN);
@@ -101,7 +101,7 @@ hc_s3_victim (struct hc_policy *p, const struct hc_s3_rules *r, hc_evictable_fn 
       }
     } else {
       c = main->tail;
-      w = m->meta[c];
+      w = m->blk[c].meta;
       if (hc_meta_freq (w) > 0 && !(w & HC_M_DEMOTED)) {
         unsigned f = hc_meta_freq (w), step = r->age_step (p, w);
         hc_map_set_field (m, c, HC_M_FREQ_MASK, HC_M_FREQ_SHIFT, f > step ? f - step : 0);
@@ -124,11 +124,11 @@ void
 hc_s3_hit (struct hc_policy *p, uint32_t c)
 {
   struct hc_map *m = p->map;
-  unsigned f = hc_meta_freq (m->meta[c]);
+  unsigned f = hc_meta_freq (m->blk[c].meta);
 
   if (f < 3)
     hc_map_set_field (m, c, HC_M_FREQ_MASK, HC_M_FREQ_SHIFT, f + 1);
-  m->meta[c] &= ~HC_M_DEMOTED;
+  m->blk[c].meta &= ~HC_M_DEMOTED;
 }
 
 void
@@ -144,7 +144,7 @@ hc_s3_demote (struct hc_policy *p, uint32_t c)
 
   hc_policy_dequeue (m, c);
   hc_map_set_field (m, c, HC_M_FREQ_MASK, HC_M_FREQ_SHIFT, 0);
-  m->meta[c] |= HC_M_DEMOTED;
+  m->blk[c].meta |= HC_M_DEMOTED;
   hc_policy_enqueue (m, c, HC_S3_SMALL, true);
 }
 

@@ -176,8 +176,8 @@ dir_access (struct sim *s, uint64_t blk, struct hc_hint h, bool write, bool seq,
   }
   if (ev != HC_NIL) {
     s->row.evictions++;
-    if (d->map.meta[ev] & HC_M_DIRTY)
-      *dirty_evicted = hc_meta_origin (d->map.meta[ev]);
+    if (d->map.blk[ev].meta & HC_M_DIRTY)
+      *dirty_evicted = hc_meta_origin (d->map.blk[ev].meta);
   }
   c = hc_dir_take_free (d);
   hc_dir_install (d, c, &a, write);
@@ -466,23 +466,50 @@ struct worker {
   char why[256];
 };
 
+/* Starts loading what the simulators will look at for request q: its first
+ * block's buckets in every map.  Requests are read LOOKAHEAD ahead of the
+ * one simulated, so that with caches larger than the CPU's the buckets are
+ * there when wanted. */
+#define LOOKAHEAD 8
+
+static void
+prefetch (const struct worker *w, const struct hc_trace_req *q)
+{
+  if ((q->op != HC_TOP_READ && q->op != HC_TOP_WRITE) || !q->length)
+    return;
+  for (size_t i = 0; i < w->nsims; i++)
+    if (!w->sims[i]->is_belady)
+      hc_map_prefetch (&w->sims[i]->dir.map, q->offset >> w->bs_shift);
+}
+
 static void *
 worker_main (void *arg)
 {
   struct worker *w = arg;
   hc_trace *t = w->t;
-  struct hc_trace_req q;
+  struct hc_trace_req ring[LOOKAHEAD];
   struct hc_seq seq = { 0 }; /* sequential runs: the same for every simulator */
   uint64_t done = 0, access_index = 0;
   const uint64_t step = w->requests / 200 + 1;
   const unsigned sh = w->bs_shift;
-  int rc;
+  unsigned first = 0, queued = 0;
+  int rc = 1;
 
   if (!t && (rc = hc_trace_open (w->path, w->topts, &t, w->why, sizeof w->why)) < 0) {
     w->rc = rc;
     return NULL;
   }
-  while ((rc = hc_trace_next (t, &q)) == 1) {
+  while (queued < LOOKAHEAD && (rc = hc_trace_next (t, &ring[queued])) == 1)
+    prefetch (w, &ring[queued++]);
+  while (queued) {
+    const struct hc_trace_req q = ring[first];
+    /* Its slot takes the request LOOKAHEAD − 1 further on. */
+    if (rc == 1 && (rc = hc_trace_next (t, &ring[first])) == 1)
+      prefetch (w, &ring[first]);
+    else
+      queued--;
+    first = (first + 1) % LOOKAHEAD;
+
     struct hc_hint h[HC_STRATEGY_COUNT] = { { 0 } };
     for (unsigned st = HC_STRATEGY_PROCESS; st < HC_STRATEGY_COUNT; st++)
       if (w->rules[st])
