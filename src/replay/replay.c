@@ -42,6 +42,7 @@
 
 #define FINE_PER_OCTAVE 64 /* the histogram p99 is computed from */
 #define FINE_BUCKETS (20 * FINE_PER_OCTAVE)
+#define LAT_BATCH 64 /* latencies binned together */
 #define BELADY_POLICY "belady"
 #define INF UINT64_MAX
 #define SEQ_CUTOFF (UINT64_C (4) << 20) /* the volume's default sequential cutoff */
@@ -146,6 +147,8 @@ struct sim {
   hc_timing_model *hdd, *nand;
   uint64_t fine[FINE_BUCKETS];
   double lat_sum;
+  double pending[LAT_BATCH]; /* read latencies not yet in the histograms */
+  unsigned npending;
 };
 
 static bool always (void *arg, uint32_t c) { (void) arg, (void) c; return true; }
@@ -244,7 +247,9 @@ init_fine_bounds (void)
 
 /* ⌊64·log2 us⌋ (0 below 1 µs) without a logarithm: the octave is the
  * double's exponent, the step within it comes from the top 8 bits of its
- * mantissa through the table, and one compare. */
+ * mantissa through the table, and one compare.  Branch-free: `us` ends a
+ * long chain of dependent arithmetic, and a mispredicted branch on it would
+ * hold up everything the replayer does after it. */
 static unsigned
 fine_index (double us)
 {
@@ -252,28 +257,41 @@ fine_index (double us)
   double m;
   unsigned k;
 
-  if (!(us >= 1))
-    return 0;
+  us = us >= 1 ? us : 1;
   memcpy (&u, &us, sizeof u);
   k = fine_guess[(u >> 44) & 0xff];
   u = (u & ((UINT64_C (1) << 52) - 1)) | UINT64_C (1023) << 52; /* the mantissa, in [1, 2) */
   memcpy (&m, &u, sizeof m);
-  if (k + 1 < FINE_PER_OCTAVE && m >= fine_bound[k + 1])
-    k++;
+  k += m >= fine_bound[k + 1]; /* fine_bound[64] = 2: never for k = 63 */
   memcpy (&u, &us, sizeof u);
   return (unsigned) ((u >> 52) - 1023) * FINE_PER_OCTAVE + k;
+}
+
+/* Bins the pending latencies.  Done in batches, apart from the simulation:
+ * a histogram store whose address comes at the end of a long chain of
+ * floating-point work, made once per request, would hold up the loads of
+ * the requests after it. */
+static void
+bin_latencies (struct sim *s)
+{
+  for (unsigned i = 0; i < s->npending; i++) {
+    double us = s->pending[i];
+    unsigned fine = fine_index (us), coarse = fine / (FINE_PER_OCTAVE / 8);
+    s->row.latency_hist[coarse < HC_LAT_BUCKETS ? coarse : HC_LAT_BUCKETS - 1]++;
+    s->fine[fine < FINE_BUCKETS ? fine : FINE_BUCKETS - 1]++;
+    s->lat_sum += us;
+  }
+  s->row.read_requests += s->npending;
+  s->npending = 0;
 }
 
 /* Records a read request's modeled latency. */
 static void
 note_latency (struct sim *s, double us)
 {
-  unsigned fine = fine_index (us), coarse = fine / (FINE_PER_OCTAVE / 8);
-
-  s->row.latency_hist[coarse < HC_LAT_BUCKETS ? coarse : HC_LAT_BUCKETS - 1]++;
-  s->fine[fine < FINE_BUCKETS ? fine : FINE_BUCKETS - 1]++;
-  s->lat_sum += us;
-  s->row.read_requests++;
+  s->pending[s->npending++] = us;
+  if (s->npending == LAT_BATCH)
+    bin_latencies (s);
 }
 
 /* Feeds one request to a simulator.  next: the next use of each of its
@@ -375,6 +393,8 @@ static void
 sim_finish (struct sim *s)
 {
   struct hc_replay_row *row = &s->row;
+
+  bin_latencies (s);
   uint64_t target = row->read_requests - row->read_requests / 100, seen = 0;
 
   row->mean_read_latency_us = row->read_requests ? s->lat_sum / row->read_requests : 0;
