@@ -10,13 +10,19 @@
  * the floor any replay pays.
  *
  * Goals: lru ≥ 10 M accesses/s, hintaware ≥ 5 M accesses/s on one core.
+ * The machines this runs on are shared: the trace is locked in memory (the
+ * page cache would otherwise drop it, and a replay would wait for the disk)
+ * and each figure is the best of three runs.
  * Usage: bench_replay [--quick] (1 M accesses)
  */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -110,7 +116,7 @@ struct result {
 
 /* One replay in a child process; the result comes back through a pipe. */
 static struct result
-run_one (const char *path, const char *policy, const char *size, enum hc_strategy strategy)
+run_once (const char *path, const char *policy, const char *size, enum hc_strategy strategy)
 {
   struct result r = { 0 };
   int fd[2];
@@ -150,6 +156,22 @@ run_one (const char *path, const char *policy, const char *size, enum hc_strateg
   return r;
 }
 
+#define RUNS 3
+
+/* The best of RUNS replays. */
+static struct result
+run_one (const char *path, const char *policy, const char *size, enum hc_strategy strategy)
+{
+  struct result best = { 0 };
+
+  for (int i = 0; i < RUNS; i++) {
+    struct result r = run_once (path, policy, size, strategy);
+    if (r.ok && (!best.ok || r.seconds < best.seconds))
+      best = r;
+  }
+  return best;
+}
+
 int
 main (int argc, char **argv)
 {
@@ -167,9 +189,19 @@ main (int argc, char **argv)
     unlink (path);
     return 1;
   }
+  /* Keep the trace in memory while measuring. */
+  struct stat st;
+  void *pin = MAP_FAILED;
+  if ((fd = open (path, O_RDONLY)) >= 0 && fstat (fd, &st) == 0)
+    pin = mmap (NULL, (size_t) st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+  if (pin == MAP_FAILED || mlock (pin, (size_t) st.st_size) < 0)
+    printf ("(could not lock the trace in memory: figures may include disk reads)\n");
   uint64_t reqs;
-  read_only (path, &reqs); /* warm the page cache */
   double tr = read_only (path, &reqs);
+  for (int i = 1; i < RUNS; i++) {
+    double again = read_only (path, &reqs);
+    tr = again < tr ? again : tr;
+  }
   printf ("reading the trace alone: %.1f M requests/s (the floor of any replay)\n\n",
           reqs / tr / 1e6);
 
@@ -199,6 +231,10 @@ main (int argc, char **argv)
     printf ("%-10s %5s %12.2f %10.2fx %9.2f %7.0f MB   (needs every access's next use)\n", "belady",
             "10%", b.accesses / b.seconds / 1e6, (b.accesses / b.seconds) / (reqs / tr),
             100 * b.miss_ratio, b.rss_kb / 1024.0);
+  if (pin != MAP_FAILED)
+    munmap (pin, (size_t) st.st_size);
+  if (fd >= 0)
+    close (fd);
   if (getenv ("HC_BENCH_KEEP"))
     printf ("trace kept in %s\n", path);
   else

@@ -328,21 +328,17 @@ sim_request (struct sim *s, const struct hc_trace_req *q, struct hc_hint h, cons
     uint64_t dirty_evicted;
     enum outcome o = s->is_belady ? bel_access (s, b, next[i], write, bs, &dirty_evicted)
                                   : dir_access (s, b, h, write, seq, bs, &dirty_evicted);
-    row->accesses++;
+    /* (accesses, misses and admissions are sums, made at the end) */
     if (write)
       row->write_accesses++;
     else
       row->read_accesses++;
     if (o != HIT) {
-      row->misses++;
       if (write)
         row->write_misses++;
       else
         row->read_misses++;
-      if (o == MISS_ADMITTED)
-        row->admissions++;
-      else
-        row->bypasses++;
+      row->bypasses += o == MISS_BYPASSED;
     }
     if (dirty_evicted != INF) {
       row->dirty_evictions++;
@@ -395,6 +391,9 @@ sim_finish (struct sim *s)
   struct hc_replay_row *row = &s->row;
 
   bin_latencies (s);
+  row->accesses = row->read_accesses + row->write_accesses;
+  row->misses = row->read_misses + row->write_misses;
+  row->admissions = row->misses - row->bypasses;
   uint64_t target = row->read_requests - row->read_requests / 100, seen = 0;
 
   row->mean_read_latency_us = row->read_requests ? s->lat_sum / row->read_requests : 0;
