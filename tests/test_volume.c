@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/vol.h"
 #include "hintcache/hintcache.h"
 #include "test.h"
 
@@ -490,6 +491,75 @@ test_batched_writes (void)
   hc_tier_close (slow);
 }
 
+/* Where block blk is cached (HC_NIL: not), and how many records wait. */
+static uint32_t
+where (hc_volume *v, uint64_t blk, size_t *records)
+{
+  pthread_mutex_lock (&v->lock);
+  uint32_t c = hc_dir_find (&v->dir, blk);
+  *records = v->jrec;
+  pthread_mutex_unlock (&v->lock);
+  return c;
+}
+
+/* Write-back rewrites a dirty block in place, recording nothing and
+ * leaving the fast tier to the next commit — except a partial write, a
+ * change of class, and the write after a FUA one, which copy. */
+static void
+test_in_place (void)
+{
+  hc_tier *fast, *slow;
+  struct hc_format_opts fo = { .mode = HC_MODE_WRITEBACK };
+  char why[200];
+  static uint8_t buf[2 * BS], got[2 * BS];
+  struct hc_ioctx meta = { .hint = { .cls = HC_CLASS_METADATA } };
+  size_t r0, r1;
+
+  hc_tier_new_memory (FAST, &fast);
+  hc_tier_new_memory (SLOW, &slow);
+  hc_volume_format (fast, slow, &fo, why, sizeof why);
+  hc_volume *v = open_vol (fast, slow, false);
+  memset (buf, 1, sizeof buf);
+  CHECK (hc_volume_write (v, buf, 2 * BS, 5 * BS, 0, NULL) == 0, "first write");
+  CHECK (hc_volume_flush (v) == 0 && !v->fast_dirty, "flushed");
+  uint32_t c = where (v, 5, &r0), d = where (v, 6, &r0);
+  memset (buf, 2, sizeof buf);
+  CHECK (hc_volume_write (v, buf, 2 * BS, 5 * BS, 0, NULL) == 0, "rewrite");
+  CHECK (where (v, 5, &r1) == c && where (v, 6, &r1) == d && r1 == r0,
+         "rewritten in place, nothing recorded (%zu → %zu records)", r0, r1);
+  CHECK (v->fast_dirty, "the next commit flushes the fast tier");
+  CHECK (hc_volume_read (v, got, 2 * BS, 5 * BS, NULL) == 0 && memcmp (got, buf, 2 * BS) == 0,
+         "reads the rewrite");
+  CHECK (hc_volume_flush (v) == 0 && !v->fast_dirty, "a flush makes it durable");
+
+  memset (buf, 3, BS);
+  CHECK (hc_volume_write (v, buf, BS / 2, 5 * BS, 0, NULL) == 0 && where (v, 5, &r1) != c,
+         "a partial write copies");
+  c = where (v, 5, &r0);
+  CHECK (hc_volume_write (v, buf, BS, 5 * BS, 0, &meta) == 0 && where (v, 5, &r1) != c,
+         "a change of class copies");
+  c = where (v, 5, &r0);
+  CHECK (hc_volume_write (v, buf, BS, 5 * BS, HC_VOL_FUA, &meta) == 0 && where (v, 5, &r1) == c,
+         "a FUA write goes in place too (and commits)");
+  CHECK (!v->fast_dirty && r1 == 0, "the FUA write is durable: %zu records wait", r1);
+  memset (buf, 4, BS);
+  CHECK (hc_volume_write (v, buf, BS, 5 * BS, 0, &meta) == 0 && where (v, 5, &r1) != c,
+         "the write after a FUA write copies, so the FUA data stays whole");
+  c = where (v, 5, &r0);
+  CHECK (hc_volume_write (v, buf, BS, 5 * BS, 0, &meta) == 0 && where (v, 5, &r1) == c,
+         "then in place again");
+  CHECK (hc_volume_read (v, got, BS, 5 * BS, NULL) == 0 && memcmp (got, buf, BS) == 0, "reads back");
+
+  /* Clean blocks copy: the slow tier holds their data. */
+  CHECK (hc_volume_clean (v) == 0, "clean");
+  c = where (v, 5, &r0);
+  CHECK (hc_volume_write (v, buf, BS, 5 * BS, 0, &meta) == 0 && where (v, 5, &r1) != c,
+         "a clean block copies");
+  CHECK (hc_volume_close (v) == 0, "close");
+  hc_tier_close (fast);
+  hc_tier_close (slow);
+}
+
 /* Sustained write-back writes of three times the cache: the cleaner keeps
  * up (no write falls back to the slow tier for want of a clean block), the
  * class of dirty data survives to its write-back, and everything reads back. */
@@ -560,6 +630,7 @@ main (void)
   test_fast_errors ();
   test_threads ();
   test_batched_writes ();
+  test_in_place ();
   test_sustained_writes ();
   return test_exit ("test_volume");
 }

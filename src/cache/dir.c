@@ -283,16 +283,18 @@ uint32_t
 hc_dir_release_pending (struct hc_directory *d, bool (*busy) (void *arg, uint32_t c), void *arg)
 {
   struct hc_map *m = &d->map;
-  uint32_t moved = 0, c = m->pending.tail;
+  uint32_t moved = 0, c = m->pending.head;
 
+  /* Newest first: the free list then hands blocks out in the order they
+   * were freed. */
   while (c != HC_NIL) {
-    uint32_t prev = m->blk[c].prev;
+    uint32_t next = m->blk[c].next;
     if (!busy || !busy (arg, c)) {
       hc_list_remove (m, &m->pending, c);
       hc_list_push_head (m, &m->free, c);
       moved++;
     }
-    c = prev;
+    c = next;
   }
   return moved;
 }

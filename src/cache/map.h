@@ -15,6 +15,8 @@
  *     bit  51     former: not mapped any more; the origin bits say what it
  *                 held, and the dirty bit whether it was dirty (an evicted or
  *                 invalidated block, until it is reused)
+ *     bit  52     fua: its last write was FUA (the engine's, in RAM only)
+ *     bit  53     writing: being rewritten in place (the engine's, in RAM)
  *
  * and two 32-bit links (prev, next), kept together in one 16-byte entry
  * (never straddling a cache line), so every block sits on exactly one
@@ -54,6 +56,8 @@
 #define HC_M_FREQ_MASK (UINT64_C (3) << HC_M_FREQ_SHIFT)
 #define HC_M_DEMOTED (UINT64_C (1) << 50)
 #define HC_M_FORMER (UINT64_C (1) << 51) /* unmapped: origin bits keep the former origin */
+#define HC_M_FUA (UINT64_C (1) << 52)
+#define HC_M_WRITING (UINT64_C (1) << 53)
 
 /* A list threaded through the map's links. */
 struct hc_list {

@@ -27,7 +27,7 @@
 
 #include "vol.h"
 
-#define BATCH 1024
+#define BATCH 16384
 
 static uint64_t
 now_ns (void)
@@ -107,10 +107,18 @@ clean_to (hc_volume *v, uint64_t target, bool try)
       break;
     qsort (cand, n, sizeof *cand, by_origin);
     long batch = 0;
-    for (size_t i = 0; i < n && rc >= 0; i++) {
-      rc = hc_vol_writeback (v, cand[i].c, try);
-      if (rc > 0)
-        batch++;
+    for (size_t i = 0, j; i < n && rc >= 0; i = j) {
+      /* Consecutive origins go to the slow tier as one write. */
+      uint32_t run[HC_WRITEBACK_RUN];
+      run[0] = cand[i].c;
+      for (j = i + 1; try && j < n && j - i < HC_WRITEBACK_RUN
+                      && cand[j].origin == cand[j - 1].origin + 1; j++)
+        run[j - i] = cand[j].c;
+      long r = j - i > 1 ? hc_vol_writeback_run (v, cand[i].origin, run, (unsigned) (j - i))
+                         : hc_vol_writeback (v, cand[i].c, try);
+      rc = r < 0 ? (int) r : 0;
+      if (r > 0)
+        batch += r;
     }
     if (rc >= 0)
       rc = hc_meta_commit (v, false);
@@ -155,7 +163,8 @@ cleaner_main (void *arg)
     bool prefetch = v->nprefetch > 0;
     bool reserve_low = v->dir.map.free.count + v->dir.map.pending.count < reserve
                        && v->dir.map.mapped > 0;
-    bool commit_due = v->jrec && (v->jrec >= 4096 || now - last_commit > 1000000000ull);
+    bool commit_due = (v->jrec || v->fast_dirty)
+                      && (v->jrec >= 4096 || now - last_commit > 1000000000ull);
     bool failed = v->failed;
     pthread_mutex_unlock (&v->lock);
 

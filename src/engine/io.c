@@ -11,6 +11,18 @@
  *   Copy-on-write.  Data never overwrites a cache block a mapping points to:
  *   a write to a cached block goes to a free block and the mapping moves, so
  *   a crash leaves the old block intact under the old, durable mapping.
+ *   One exception: in write-back, a whole-block write to a dirty block of
+ *   the same class is written in place.  Its slow copy is stale already and
+ *   no mapping changes, so nothing is recorded; a crash during it leaves
+ *   each sector old or new, which is all an unflushed write promises (a
+ *   flush or FUA commits, which makes the fast tier durable first).  A
+ *   block whose last write was FUA is still copied, so that its FUA data
+ *   stays whole until the next write to it completes.  Readers of a cached
+ *   block do not take its stripe (copy-on-write made that safe), so the
+ *   rewrite happens only when no reader holds the block pinned, and marks
+ *   it (HC_M_WRITING) so that new readers wait for the stripe.  This
+ *   is what keeps a hot, dirty working set at the speed of its fast tier:
+ *   no new block, no record, no commit to recycle the old one.
  *
  *   Commit before the slow tier changes under a cached copy.  If the slow
  *   tier is written for a block that has a durable clean mapping (a
@@ -285,7 +297,8 @@ read_block (hc_volume *v, uint64_t blk, uint32_t boff, uint32_t blen, uint8_t *d
     goto from_slow;
   }
   c = hc_dir_access (&v->dir, &a);
-  if (c == HC_NIL) {
+  /* A miss, or a block being rewritten in place: wait for the stripe. */
+  if (c == HC_NIL || (v->dir.map.blk[c].meta & HC_M_WRITING)) {
     pthread_mutex_unlock (&v->lock);
     pthread_rwlock_rdlock (stripe (v, blk));
     striped = true;
@@ -376,7 +389,8 @@ write_slow_span (hc_volume *v, uint64_t blk, uint32_t boff, uint32_t blen, const
 #define BATCH_BLOCKS 64
 
 struct deferred {
-  uint32_t c, newc;     /* the copy being replaced (HC_NIL on a miss), the new block */
+  uint32_t c, newc;     /* the copy being replaced (HC_NIL on a miss), the new block
+                         * (c itself: rewritten in place) */
   const uint8_t *src;   /* the block's new data */
   struct hc_access a;
 };
@@ -384,7 +398,20 @@ struct deferred {
 struct batch {
   struct deferred e[BATCH_BLOCKS];
   unsigned n;
+  unsigned flags; /* the request's */
 };
+
+/* Notes whether block c's last write was FUA (caller holds lock).  Such a
+ * block is rewritten by copy, not in place, so that the FUA data stays
+ * whole until a later write to it has completed. */
+static void
+note_fua (hc_volume *v, uint32_t c, unsigned flags)
+{
+  if (flags & HC_VOL_FUA)
+    v->dir.map.blk[c].meta |= HC_M_FUA;
+  else
+    v->dir.map.blk[c].meta &= ~HC_M_FUA;
+}
 
 /* Releases blk's stripe, unless a batch holds it for the caller. */
 static inline void
@@ -441,6 +468,32 @@ write_block (hc_volume *v, uint64_t blk, uint32_t boff, uint32_t blen, const uin
     /* Pinned, c can be neither evicted nor reused while we work; our
      * stripe keeps it mapped to blk. */
     pin (v, c);
+    if (old_dirty && full && mode == HC_MODE_WRITEBACK
+        && hc_meta_class (v->dir.map.blk[c].meta) == a.hint.cls
+        && !(v->dir.map.blk[c].meta & HC_M_FUA)
+        && atomic_load_explicit (&v->pins[c], memory_order_acquire) == 1) {
+      /* Rewritten in place (see the top of this file): nothing to record.
+       * No reader has it pinned, and new ones wait for our stripe. */
+      v->dir.map.blk[c].meta |= HC_M_WRITING;
+      pthread_mutex_unlock (&v->lock);
+      if (bt) {
+        bt->e[bt->n++] = (struct deferred) { .c = c, .newc = c, .src = src, .a = a };
+        goto out;
+      }
+      rc = hc_tier_write (v->fast, src, v->bs, fast_off (v, c), 0);
+      pthread_mutex_lock (&v->lock);
+      v->dir.map.blk[c].meta &= ~HC_M_WRITING;
+      unpin (v, c);
+      if (rc < 0)
+        v->dir.stats.errors_fast++;
+      else {
+        v->dir.stats.cls[a.hint.cls].flash_bytes_written += v->bs;
+        v->fast_dirty = true;
+        note_fua (v, c, flags);
+      }
+      pthread_mutex_unlock (&v->lock);
+      goto out;
+    }
     if (mode != HC_MODE_PASSTHROUGH)
       newc = take_block (v, &a, &why, !bt);
     if (newc == HC_NIL) {
@@ -550,6 +603,7 @@ write_block (hc_volume *v, uint64_t blk, uint32_t boff, uint32_t blen, const uin
       hc_dir_set_dirty (&v->dir, newc, a.hint.cls);
     hc_meta_record_block (v, newc);
     v->dir.stats.cls[a.hint.cls].flash_bytes_written += v->bs;
+    note_fua (v, newc, flags);
     pthread_mutex_unlock (&v->lock);
   }
 
@@ -618,6 +672,18 @@ flush_batch (hc_volume *v, struct batch *bt)
     pthread_mutex_lock (&v->lock);
     for (unsigned k = i; k < j; k++) {
       struct deferred *d = &bt->e[k];
+      if (d->c == d->newc) { /* rewritten in place */
+        v->dir.map.blk[d->c].meta &= ~HC_M_WRITING;
+        unpin (v, d->c);
+        if (w < 0)
+          v->dir.stats.errors_fast++;
+        else {
+          v->dir.stats.cls[d->a.hint.cls].flash_bytes_written += v->bs;
+          v->fast_dirty = true;
+          note_fua (v, d->c, bt->flags);
+        }
+        continue;
+      }
       if (w < 0) {
         untake (v, d->newc);
         v->dir.stats.errors_fast++;
@@ -633,6 +699,7 @@ flush_batch (hc_volume *v, struct batch *bt)
         hc_dir_set_dirty (&v->dir, d->newc, d->a.hint.cls);
         hc_meta_record_block (v, d->newc);
         v->dir.stats.cls[d->a.hint.cls].flash_bytes_written += v->bs;
+        note_fua (v, d->newc, bt->flags);
       }
     }
     pthread_mutex_unlock (&v->lock);
@@ -657,6 +724,7 @@ write_batch (hc_volume *v, uint64_t blk, unsigned n, const uint8_t *src, unsigne
   if (!bt)
     return -ENOMEM;
   bt->n = 0;
+  bt->flags = flags;
   /* A batch must not wait for free blocks holding its stripes (the cleaner
    * skips blocks whose stripe is busy): without room for twice the batch,
    * its blocks go one by one. */
@@ -670,6 +738,11 @@ write_batch (hc_volume *v, uint64_t blk, unsigned n, const uint8_t *src, unsigne
     free (bt);
     return rc;
   }
+  /* The index is bigger than the CPU's caches and the data streaming
+   * through them pushes it out: start loading every block's buckets now,
+   * rather than one cache miss at a time under the lock. */
+  for (unsigned i = 0; i < n; i++)
+    hc_map_prefetch (&v->dir.map, blk + i);
   /* Consecutive blocks have consecutive stripes, wrapping at most once. */
   wrap = first + n > HC_STRIPES ? first + n - HC_STRIPES : 0;
   for (unsigned s = 0; s < wrap; s++)
@@ -973,6 +1046,84 @@ hc_vol_writeback (hc_volume *v, uint32_t c, bool try)
   pthread_mutex_unlock (&v->lock);
   pthread_rwlock_unlock (stripe (v, blk));
   return rc < 0 ? rc : 1;
+}
+
+/* Writes back a run of dirty blocks holding consecutive origins blk0 …
+ * blk0 + n − 1 (c[i] holds blk0 + i; n ≤ HC_WRITEBACK_RUN) as one slow-tier
+ * write, reading them from the fast tier one run of consecutive cache
+ * blocks at a time.  The stripes are tried in the order write_batch takes
+ * them and never waited for (this is the cleaner); if one is busy, or a
+ * block moved or was cleaned since it was chosen, the run goes block by
+ * block through hc_vol_writeback instead.  Returns the blocks written back
+ * or an error. */
+long
+hc_vol_writeback_run (hc_volume *v, uint64_t blk0, const uint32_t *c, unsigned n)
+{
+  const unsigned first = (unsigned) (blk0 % HC_STRIPES);
+  const unsigned wrap = first + n > HC_STRIPES ? first + n - HC_STRIPES : 0;
+  unsigned held = 0, order[HC_WRITEBACK_RUN];
+  bool whole = n <= HC_WRITEBACK_RUN;
+  uint8_t *buf = NULL;
+  long done = 0;
+  int rc = 0;
+
+  for (unsigned s = 0; s < wrap; s++)
+    order[held++] = s;
+  for (unsigned s = first; whole && s < first + n - wrap; s++)
+    order[held++] = s;
+  for (unsigned i = 0; whole && i < held; i++)
+    if (pthread_rwlock_trywrlock (&v->stripes[order[i]]) != 0) {
+      held = i;
+      whole = false;
+    }
+  if (whole) {
+    pthread_mutex_lock (&v->lock);
+    for (unsigned i = 0; i < n && whole; i++)
+      whole = hc_dir_find (&v->dir, blk0 + i) == c[i] && (v->dir.map.blk[c[i]].meta & HC_M_DIRTY);
+    for (unsigned i = 0; i < n && whole; i++)
+      pin (v, c[i]);
+    pthread_mutex_unlock (&v->lock);
+  }
+  if (whole) {
+    if (!(buf = aligned_alloc (4096, (size_t) n * v->bs)))
+      rc = -ENOMEM;
+    for (unsigned i = 0, j; i < n && rc == 0; i = j) {
+      for (j = i + 1; j < n && c[j] == c[j - 1] + 1; j++)
+        ;
+      rc = hc_tier_read (v->fast, buf + (size_t) i * v->bs, (size_t) (j - i) * v->bs,
+                         fast_off (v, c[i]));
+    }
+    if (rc == 0)
+      rc = hc_tier_write (v->slow, buf, (size_t) n * v->bs, blk0 << v->bshift, 0);
+    free (buf);
+    pthread_mutex_lock (&v->lock);
+    for (unsigned i = 0; i < n; i++) {
+      unpin (v, c[i]);
+      if (rc == 0) {
+        hc_dir_set_clean (&v->dir, c[i]);
+        hc_meta_record_block (v, c[i]);
+      }
+    }
+    if (rc == 0) {
+      v->slow_dirty = true;
+      v->cleaned += n;
+      done = n;
+    } else {
+      v->dir.stats.errors_fast++;
+    }
+    pthread_mutex_unlock (&v->lock);
+  }
+  while (held)
+    pthread_rwlock_unlock (&v->stripes[order[--held]]);
+  if (whole || rc < 0)
+    return rc < 0 ? rc : done;
+  for (unsigned i = 0; i < n; i++) {
+    int r = hc_vol_writeback (v, c[i], true);
+    if (r < 0)
+      return r;
+    done += r;
+  }
+  return done;
 }
 
 /* A class hint for blocks [b0, b1) applies to what is already cached there

@@ -908,7 +908,7 @@ hc_meta_commit (hc_volume *v, bool want_checkpoint)
 {
   uint8_t *recs;
   size_t nrec;
-  bool slow_dirty, checkpoint;
+  bool slow_dirty, fast_dirty, checkpoint;
   struct ckpt ck = { 0 };
   uint64_t seq, pos;
   int rc = 0;
@@ -933,6 +933,8 @@ hc_meta_commit (hc_volume *v, bool want_checkpoint)
   }
   slow_dirty = v->slow_dirty;
   v->slow_dirty = false;
+  fast_dirty = v->fast_dirty;
+  v->fast_dirty = false;
   {
     struct hc_u64set t = v->unmapped_committing;
     v->unmapped_committing = v->unmapped; /* becomes durable with this commit */
@@ -952,6 +954,7 @@ hc_meta_commit (hc_volume *v, bool want_checkpoint)
     v->jbuf = recs;
     v->jrec = v->jcap = nrec;
     v->slow_dirty |= slow_dirty;
+    v->fast_dirty |= fast_dirty;
     while (v->committing.count)
       hc_list_push_head (&v->dir.map, &v->dir.map.pending,
                          hc_list_pop_tail (&v->dir.map, &v->committing));
@@ -961,7 +964,7 @@ hc_meta_commit (hc_volume *v, bool want_checkpoint)
 
   if (slow_dirty)
     rc = hc_tier_flush (v->slow);
-  if (rc == 0 && (nrec || checkpoint))
+  if (rc == 0 && (nrec || checkpoint || fast_dirty))
     rc = hc_tier_flush (v->fast);
   if (rc == 0 && nrec && !checkpoint) {
     long n = write_journal (v, recs, nrec, seq, pos);
@@ -993,8 +996,11 @@ hc_meta_commit (hc_volume *v, bool want_checkpoint)
     v->next_pos = pos;
     v->dir.stats.commits++;
     hc_u64set_clear (&v->unmapped_committing);
+    /* Newest first, so that the free list hands them out in the order
+     * they were freed: the blocks of a rewritten range come back ascending,
+     * and a batch writes them as one run. */
     while (v->committing.count) {
-      uint32_t c = hc_list_pop_tail (&v->dir.map, &v->committing);
+      uint32_t c = hc_list_pop_head (&v->dir.map, &v->committing);
       hc_list_push_head (&v->dir.map, hc_vol_busy (v, c) ? &v->dir.map.pending : &v->dir.map.free, c);
     }
     pthread_cond_broadcast (&v->space);

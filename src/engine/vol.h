@@ -81,6 +81,7 @@ struct hc_volume {
   uint8_t *table_dirty;        /* bitmap of table sectors changed since the checkpoint */
   bool ranges_dirty;
   bool slow_dirty;             /* the slow tier was written since the last commit */
+  bool fast_dirty;             /* data was rewritten in place since the last commit */
   uint64_t next_seq, next_pos; /* the next journal sector */
 
   pthread_mutex_t commit_lock;
@@ -174,6 +175,12 @@ int hc_vol_run_prefetch (hc_volume *v);
 /* Writes back one dirty block; returns 1 if it did, 0 if there was nothing
  * to do (it changed meanwhile), or an error. */
 int hc_vol_writeback (hc_volume *v, uint32_t c, bool try);
+
+/* Writes back dirty blocks c[0 … n) holding origins blk0 … blk0 + n − 1 as
+ * one slow-tier write, skipping none but waiting for no stripe (for the
+ * cleaner); returns how many were written back, or an error. */
+#define HC_WRITEBACK_RUN 256
+long hc_vol_writeback_run (hc_volume *v, uint64_t blk0, const uint32_t *c, unsigned n);
 
 /* Resolves the hint of block blk for an I/O with context ctx (caller holds
  * lock). */
