@@ -44,27 +44,8 @@
 #include <emmintrin.h>
 #endif
 
-#define BUCKET 8
+#define BUCKET HC_MAP_BUCKET
 #define OVERFLOW_MAX UINT8_MAX
-
-struct where {
-  uint32_t b1, b2; /* the candidate buckets */
-  uint32_t tag;    /* the tag bits, in place; the lowest is always set */
-};
-
-static inline struct where
-where_of (const struct hc_map *m, uint64_t origin)
-{
-  const uint64_t h = hc_map_hash (origin);
-  struct where w;
-
-  w.b1 = (uint32_t) (((h >> 32) * (uint64_t) m->nbuckets) >> 32);
-  w.b2 = (uint32_t) (((h & UINT32_MAX) * (uint64_t) m->nbuckets) >> 32);
-  if (w.b2 == w.b1)
-    w.b2 = w.b1 + 1 == m->nbuckets ? 0 : w.b1 + 1;
-  w.tag = ((uint32_t) h << m->idx_bits) | (UINT32_C (1) << m->idx_bits); /* never 0 */
-  return w;
-}
 
 static inline uint32_t
 next_bucket (const struct hc_map *m, uint32_t b)
@@ -111,7 +92,7 @@ occupancy (const struct hc_map *m, uint32_t b)
 
 /* The block in bucket b holding origin, or HC_NIL. */
 static inline uint32_t
-find_in (const struct hc_map *m, uint32_t b, const struct where *w, uint64_t origin)
+find_in (const struct hc_map *m, uint32_t b, const struct hc_map_where_s *w, uint64_t origin)
 {
   for (unsigned bits = tag_matches (m, b, w->tag); bits; bits &= bits - 1) {
     uint32_t c = (m->slots[(size_t) b * BUCKET + (unsigned) __builtin_ctz (bits)] & m->idx_mask) - 1;
@@ -172,7 +153,7 @@ hc_map_bytes (const struct hc_map *m)
 uint32_t
 hc_map_lookup (const struct hc_map *m, uint64_t origin)
 {
-  const struct where w = where_of (m, origin);
+  const struct hc_map_where_s w = hc_map_where (m, origin);
   uint32_t c, b = w.b2;
 
   if ((c = find_in (m, w.b1, &w, origin)) != HC_NIL)
@@ -185,18 +166,9 @@ hc_map_lookup (const struct hc_map *m, uint64_t origin)
 }
 
 void
-hc_map_prefetch (const struct hc_map *m, uint64_t origin)
-{
-  const struct where w = where_of (m, origin);
-
-  __builtin_prefetch (m->slots + (size_t) w.b1 * BUCKET);
-  __builtin_prefetch (m->slots + (size_t) w.b2 * BUCKET);
-}
-
-void
 hc_map_insert (struct hc_map *m, uint32_t c, uint64_t origin, unsigned cls, bool dirty)
 {
-  const struct where w = where_of (m, origin);
+  const struct hc_map_where_s w = hc_map_where (m, origin);
   unsigned o1 = occupancy (m, w.b1), o2 = occupancy (m, w.b2);
   uint32_t b = w.b2;
 
@@ -223,7 +195,7 @@ hc_map_insert (struct hc_map *m, uint32_t c, uint64_t origin, unsigned cls, bool
 static uint32_t *
 slot_of (struct hc_map *m, uint32_t c, bool unlink)
 {
-  const struct where w = where_of (m, hc_meta_origin (m->blk[c].meta));
+  const struct hc_map_where_s w = hc_map_where (m, hc_meta_origin (m->blk[c].meta));
   const uint32_t want = (c + 1) | w.tag;
   unsigned bits;
 

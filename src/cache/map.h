@@ -127,10 +127,53 @@ hc_map_hash (uint64_t x)
 /* Returns the block holding origin, or HC_NIL. */
 uint32_t hc_map_lookup (const struct hc_map *m, uint64_t origin);
 
+#define HC_MAP_BUCKET 8 /* slots per bucket */
+
+/* Where an origin's entry can be: two candidate buckets and its tag (map.c
+ * explains the choice of bits). */
+struct hc_map_where_s {
+  uint32_t b1, b2; /* the candidate buckets */
+  uint32_t tag;    /* the tag bits, in place; the lowest is always set */
+};
+
+static inline struct hc_map_where_s
+hc_map_where (const struct hc_map *m, uint64_t origin)
+{
+  const uint64_t h = hc_map_hash (origin);
+  struct hc_map_where_s w;
+
+  w.b1 = (uint32_t) (((h >> 32) * (uint64_t) m->nbuckets) >> 32);
+  w.b2 = (uint32_t) (((h & UINT32_MAX) * (uint64_t) m->nbuckets) >> 32);
+  if (w.b2 == w.b1)
+    w.b2 = w.b1 + 1 == m->nbuckets ? 0 : w.b1 + 1;
+  w.tag = ((uint32_t) h << m->idx_bits) | (UINT32_C (1) << m->idx_bits); /* never 0 */
+  return w;
+}
+
+/* Starts loading the cache line at p.  An asm statement where there is
+ * one: GCC deletes a loop of __builtin_prefetch calls and nothing else as
+ * dead code. */
+static inline void
+hc_prefetch (const void *p)
+{
+#if defined(__x86_64__) || defined(__i386__)
+  __asm__ volatile ("prefetcht0 %0" : : "m" (*(const char *) p));
+#else
+  __builtin_prefetch (p);
+#endif
+}
+
 /* Starts loading the buckets where origin's entry would be, for a lookup
  * soon after (a caller that knows its next origins hides the memory
  * latency of large maps behind its current work). */
-void hc_map_prefetch (const struct hc_map *m, uint64_t origin);
+static inline void
+hc_map_prefetch (const struct hc_map *m, uint64_t origin)
+{
+  const struct hc_map_where_s w = hc_map_where (m, origin);
+
+  hc_prefetch (m->slots + (size_t) w.b1 * HC_MAP_BUCKET);
+  hc_prefetch (m->slots + (size_t) w.b2 * HC_MAP_BUCKET);
+}
 
 /* Maps free or pending block c (already unlinked) to origin with class cls;
  * origin must not be mapped already.  Queue/freq/hinted bits start at 0. */
