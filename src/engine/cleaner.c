@@ -107,18 +107,10 @@ clean_to (hc_volume *v, uint64_t target, bool try)
       break;
     qsort (cand, n, sizeof *cand, by_origin);
     long batch = 0;
-    for (size_t i = 0, j; i < n && rc >= 0; i = j) {
-      /* Consecutive origins go to the slow tier as one write. */
-      uint32_t run[HC_WRITEBACK_RUN];
-      run[0] = cand[i].c;
-      for (j = i + 1; try && j < n && j - i < HC_WRITEBACK_RUN
-                      && cand[j].origin == cand[j - 1].origin + 1; j++)
-        run[j - i] = cand[j].c;
-      long r = j - i > 1 ? hc_vol_writeback_run (v, cand[i].origin, run, (unsigned) (j - i))
-                         : hc_vol_writeback (v, cand[i].c, try);
-      rc = r < 0 ? (int) r : 0;
-      if (r > 0)
-        batch += r;
+    for (size_t i = 0; i < n && rc >= 0; i++) {
+      rc = hc_vol_writeback (v, cand[i].c, try);
+      if (rc > 0)
+        batch++;
     }
     if (rc >= 0)
       rc = hc_meta_commit (v, false);

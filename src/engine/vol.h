@@ -176,12 +176,6 @@ int hc_vol_run_prefetch (hc_volume *v);
  * to do (it changed meanwhile), or an error. */
 int hc_vol_writeback (hc_volume *v, uint32_t c, bool try);
 
-/* Writes back dirty blocks c[0 … n) holding origins blk0 … blk0 + n − 1 as
- * one slow-tier write, skipping none but waiting for no stripe (for the
- * cleaner); returns how many were written back, or an error. */
-#define HC_WRITEBACK_RUN 256
-long hc_vol_writeback_run (hc_volume *v, uint64_t blk0, const uint32_t *c, unsigned n);
-
 /* Resolves the hint of block blk for an I/O with context ctx (caller holds
  * lock). */
 struct hc_hint hc_vol_resolve (hc_volume *v, uint64_t blk, const struct hc_ioctx *ctx);
