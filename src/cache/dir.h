@@ -20,8 +20,9 @@
  * clean and not busy).
  *
  * With defer_free (the volume), blocks that are evicted or invalidated go to
- * the map's pending list, and only hc_dir_release_pending — called after a
- * metadata commit made their release durable — makes them reusable.
+ * the map's pending list, and only a metadata commit that made their release
+ * durable makes them reusable (the volume's commit moves them itself;
+ * hc_dir_release_pending does it for callers that commit otherwise).
  *
  * Not thread-safe: callers serialise (the volume holds its lock).
  */

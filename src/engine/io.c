@@ -71,12 +71,6 @@ hc_vol_evictable (void *arg, uint32_t c)
   return !(v->dir.map.blk[c].meta & HC_M_DIRTY) && !hc_vol_busy (v, c);
 }
 
-static bool
-busy_cb (void *arg, uint32_t c)
-{
-  return hc_vol_busy (arg, c);
-}
-
 struct hc_hint
 hc_vol_resolve (hc_volume *v, uint64_t blk, const struct hc_ioctx *ctx)
 {
@@ -1229,10 +1223,11 @@ hc_vol_reclaim (hc_volume *v, uint32_t want)
   }
   bool need = v->dir.map.pending.count > 0;
   pthread_mutex_unlock (&v->lock);
+  /* The commit frees what was pending when it began; blocks freed since
+   * wait for the next one (their release is not durable yet). */
   if (need)
     hc_meta_commit (v, false);
   pthread_mutex_lock (&v->lock);
-  hc_dir_release_pending (&v->dir, busy_cb, v);
   free_now = v->dir.map.free.count;
   pthread_mutex_unlock (&v->lock);
   return free_now;
