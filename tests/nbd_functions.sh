@@ -36,8 +36,14 @@ stop_server() {
   wait "$pid" 2>/dev/null || true
 }
 
-# alive PID: running (not exited, not a zombie waiting to be reaped).
-alive() { [ -r "/proc/$1/stat" ] && ! grep -q '^[0-9]* (.*) Z' "/proc/$1/stat"; }
+# alive PID: running (not exited, not a zombie waiting to be reaped).  The
+# stat file is read once: the shell may reap the process between two looks.
+alive() {
+  local s
+  s=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+  s=${s##*) }
+  [ -n "$s" ] && [ "${s%% *}" != Z ]
+}
 
 # A plugin built with AddressSanitizer needs its runtime loaded first into
 # nbdkit, which is not built with it.
