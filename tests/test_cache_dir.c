@@ -318,6 +318,35 @@ clean_only (void *arg, uint32_t c)
   return !(d->map.blk[c].meta & HC_M_DIRTY);
 }
 
+/* A victim search that finds its policy's first queue all dirty goes on
+ * to the other queues' clean blocks (S3-FIFO's small queue fills with
+ * freshly written blocks under write-back). */
+static void
+test_victim_past_dirty (void)
+{
+  struct hc_directory d;
+  enum hc_bypass why;
+
+  for (unsigned p = 0; p < HC_POLICY_COUNT; p++) {
+    hc_dir_init (&d, 64, p, NULL, false);
+    rng = 99;
+    for (unsigned i = 0; i < 4000; i++)
+      access1 (&d, skewed (400), (struct hc_hint) { 0 }, false);
+    for (uint32_t c = d.map.queue[0].head; c != HC_NIL; c = d.map.blk[c].next)
+      hc_dir_set_dirty (&d, c, 0);
+    if (d.map.mapped == d.map.queue[0].count) { /* one queue: nothing clean left */
+      hc_dir_fini (&d);
+      continue;
+    }
+    struct hc_access a = { .origin = 100000 };
+    uint32_t ev = HC_NIL;
+    CHECK (hc_dir_make_room (&d, &a, clean_only, &d, &why, &ev) && ev != HC_NIL,
+           "%s: a clean block of another queue goes (%u of %u in queue 0, dirty)",
+           hc_policy_name_of (p), d.map.queue[0].count, d.map.mapped);
+    hc_dir_fini (&d);
+  }
+}
+
 static void
 test_deferred_and_dirty (void)
 {
@@ -453,6 +482,7 @@ main (void)
   test_admission ();
   test_adaptive_cutoff ();
   test_deferred_and_dirty ();
+  test_victim_past_dirty ();
   test_journal_demoted_after_writeback ();
   test_protection ();
   return test_exit ("test_cache_dir");

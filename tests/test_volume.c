@@ -8,6 +8,8 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "engine/vol.h"
 #include "hintcache/hintcache.h"
@@ -338,13 +340,15 @@ test_fast_errors (void)
   CHECK (hc_volume_read (v, got, sizeof got, 0, NULL) == 0 && memcmp (got, a, sizeof a) == 0,
          "clean blocks served from the slow tier");
   CHECK (hc_volume_read (v, got, 4096, 1 << 20, NULL) == -EIO, "dirty block error reported");
+  CHECK (hc_volume_read (v, got, sizeof got, 1 << 20, NULL) == -EIO,
+         "dirty blocks' error reported by a read of many");
   struct hc_fault_rule none = { 0 };
   hc_tier_faulty_set (fast, &none);
   CHECK (hc_volume_read (v, got, sizeof got, 1 << 20, NULL) == 0 && memcmp (got, b, sizeof b) == 0,
          "dirty data intact afterwards");
   struct hc_stats st;
   hc_volume_stats (v, &st);
-  CHECK (st.errors_fast >= 17, "errors counted (%llu)", (unsigned long long) st.errors_fast);
+  CHECK (st.errors_fast >= 18, "errors counted (%llu)", (unsigned long long) st.errors_fast);
   CHECK (hc_volume_write (v, a, 4096, 2 << 20, 0, NULL) == 0, "still writable");
   hc_volume_close (v);
   hc_tier_close (fast);
@@ -620,6 +624,91 @@ test_sustained_writes (void)
   hc_tier_close (slow);
 }
 
+static uint64_t
+dirty_blocks (hc_volume *v)
+{
+  struct hc_stats st;
+  uint64_t n = 0;
+  hc_volume_stats (v, &st);
+  for (unsigned c = 0; c < HC_CLASS_COUNT; c++)
+    n += st.cls[c].dirty;
+  return n;
+}
+
+static double
+seconds (void)
+{
+  struct timespec ts;
+  clock_gettime (CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* Reads a cached block again and again for `secs` (or until dirty blocks
+ * fall to `until`): a busy volume. Returns the dirty blocks at the end. */
+static uint64_t
+stay_busy (hc_volume *v, double secs, uint64_t until)
+{
+  static uint8_t got[BS];
+  uint64_t dirty = dirty_blocks (v);
+  for (double t0 = seconds (); seconds () - t0 < secs && dirty > until; dirty = dirty_blocks (v)) {
+    CHECK (hc_volume_read (v, got, BS, 0, NULL) == 0, "busy read");
+    usleep (1000);
+  }
+  return dirty;
+}
+
+/* The cleaner paces its write-back while requests arrive: past dirty_high
+ * it does not run flat out; idle, it cleans to dirty_low; past the halfway
+ * mark to 100 %, it cleans to dirty_low even while requests arrive. */
+static void
+test_paced_cleaning (void)
+{
+  hc_tier *fast, *slow;
+  struct hc_format_opts fo = { .mode = HC_MODE_WRITEBACK };
+  char why[200];
+  static uint8_t buf[BS];
+  struct hc_volume_info in;
+
+  hc_tier_new_memory (FAST, &fast);
+  hc_tier_new_memory (SLOW, &slow);
+  hc_volume_format (fast, slow, &fo, why, sizeof why);
+  hc_volume *v = open_vol (fast, slow, true);
+  hc_volume_get_info (v, &in);
+  const uint64_t n = in.nblocks, low = n * 25 / 100;
+  uint64_t b = 0;
+  for (; b < n * 60 / 100; b++) {
+    fill (buf, BS, b);
+    CHECK (hc_volume_write (v, buf, BS, b * BS, 0, NULL) == 0, "write");
+  }
+  uint64_t at60 = dirty_blocks (v), busy = stay_busy (v, 1.5, 0);
+  CHECK (busy > low + (at60 - low) / 2,
+         "busy at 60 %% dirty: paced, not flat out (%llu of %llu dirty, dirty_low %llu)",
+         (unsigned long long) busy, (unsigned long long) at60, (unsigned long long) low);
+  double t0 = seconds ();
+  while (dirty_blocks (v) > low && seconds () - t0 < 20)
+    usleep (10000);
+  CHECK (dirty_blocks (v) <= low, "idle: cleaned to dirty_low (%llu dirty)",
+         (unsigned long long) dirty_blocks (v));
+  /* (The idle cleaner may still be writing back as these writes start.) */
+  for (b = 0; dirty_blocks (v) < n * 80 / 100 && b < SLOW / BS; b++) {
+    fill (buf, BS, b + 7);
+    CHECK (hc_volume_write (v, buf, BS, b * BS, 0, NULL) == 0, "write");
+  }
+  CHECK (dirty_blocks (v) >= n * 80 / 100, "80 %% dirty");
+  busy = stay_busy (v, 20, low);
+  CHECK (busy <= low, "busy at 80 %% dirty: cleaned to dirty_low anyway (%llu dirty)",
+         (unsigned long long) busy);
+  for (uint64_t i = 0; i < n * 60 / 100 || i < b; i++) {
+    fill (buf, BS, i < b ? i + 7 : i);
+    uint8_t got[BS];
+    CHECK (hc_volume_read (v, got, BS, i * BS, NULL) == 0 && memcmp (got, buf, BS) == 0,
+           "block %llu reads back", (unsigned long long) i);
+  }
+  hc_volume_close (v);
+  hc_tier_close (fast);
+  hc_tier_close (slow);
+}
+
 int
 main (void)
 {
@@ -632,5 +721,6 @@ main (void)
   test_batched_writes ();
   test_in_place ();
   test_sustained_writes ();
+  test_paced_cleaning ();
   return test_exit ("test_volume");
 }

@@ -85,8 +85,9 @@ struct hc_open_opts {
   bool read_only;           /* replay in memory, write nothing (info, check) */
   bool no_cleaner;          /* no background thread: write back only on
                                hc_volume_clean (tests, tools) */
-  unsigned dirty_high;      /* % of blocks dirty that starts eager cleaning; default 50 */
-  unsigned dirty_low;       /* % where eager cleaning stops; default 25 */
+  unsigned dirty_high;      /* % of blocks dirty that starts write-back (paced while requests
+                               arrive, flat out when idle or past halfway to 100 %); default 50 */
+  unsigned dirty_low;       /* % where that write-back stops; default 25 */
   uint64_t seq_cutoff;      /* bytes of a sequential run before bypass; default 4 MiB,
                                UINT64_MAX for none */
   struct hc_hint device_hint; /* the device default layer */

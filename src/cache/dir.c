@@ -65,11 +65,19 @@ hc_dir_access (struct hc_directory *d, const struct hc_access *a)
     s->misses[a->write]++;
     return HC_NIL;
   }
+  hc_dir_hit (d, c, a);
+  return c;
+}
+
+void
+hc_dir_hit (struct hc_directory *d, uint32_t c, const struct hc_access *a)
+{
+  struct hc_class_stats *s = &d->stats.cls[a->hint.cls];
+
   s->hits[a->write]++;
   if (d->map.blk[c].meta & HC_M_HINTED)
     s->hint_hits++;
   hc_policy_hit (&d->policy, c, a);
-  return c;
 }
 
 bool

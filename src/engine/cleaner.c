@@ -4,9 +4,12 @@
  * pass:
  *
  *   prefetch   willneed ranges queued by hc_volume_advise;
- *   write-back dirty blocks, eagerly when more than dirty_high % of the cache
- *              is dirty (until dirty_low %), and a batch at a time when the
- *              volume is idle, so dirty data does not linger;
+ *   write-back dirty blocks: from dirty_high % of the cache dirty down to
+ *              dirty_low %, paced while requests arrive (see Pacing), flat
+ *              out when the volume is idle or once dirty data has passed
+ *              halfway from dirty_high to 100 %; below dirty_high, a batch
+ *              at a time when the volume is idle (so dirty data does not
+ *              linger) or writers wait for a clean block;
  *   free space keeps a reserve of free blocks (1/64 of the cache), evicting
  *              clean blocks and committing, so that admissions rarely wait
  *              for a commit and writes never fall back to the slow tier for
@@ -20,6 +23,17 @@
  * within a batch in slow-tier order, so a disk sees ascending offsets.  A
  * block keeps the class it was written with, so a journal block is written
  * back as journal — and then demoted, since journals are not read again.
+ *
+ * Pacing.  Write-back reads each block from flash and writes it to the
+ * disk: on a busy volume it competes with the requests for the same
+ * devices and CPUs.  Crossing dirty_high is not an emergency — there is
+ * still room for half of what remains — so while requests arrive the
+ * cleaner writes back at a rate proportional to its distance from
+ * dirty_low (that distance every PACE_S seconds: a proportional controller,
+ * as bcache's write-back rate is), in rounds of 100 ms.  A volume whose
+ * writes keep outrunning that rate reaches the halfway mark, where cleaning
+ * takes priority until dirty_low; one whose writers find no clean block
+ * makes them wait for the cleaner, which then runs flat out too.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -28,6 +42,8 @@
 #include "vol.h"
 
 #define BATCH 16384
+#define PACE_S 10     /* paced write-back closes its gap in about this long */
+#define PACE_MIN 64   /* blocks: smaller paced rounds wait for more credit */
 
 static uint64_t
 now_ns (void)
@@ -58,10 +74,10 @@ by_origin (const void *a, const void *b)
   return x->origin < y->origin ? -1 : x->origin > y->origin;
 }
 
-/* Collects up to BATCH dirty blocks of the least valuable class that has
- * any (caller holds lock).  Returns how many. */
+/* Collects up to BATCH (and max) dirty blocks of the least valuable class
+ * that has any (caller holds lock).  Returns how many. */
 static size_t
-collect (hc_volume *v, struct cand *out)
+collect (hc_volume *v, struct cand *out, uint64_t max)
 {
   int best = -1;
   unsigned best_prio = ~0u;
@@ -77,7 +93,9 @@ collect (hc_volume *v, struct cand *out)
   }
   if (best < 0)
     return 0;
-  for (uint32_t c = 0; c < v->dir.map.n && n < BATCH; c++) {
+  if (max > BATCH)
+    max = BATCH;
+  for (uint32_t c = 0; c < v->dir.map.n && n < max; c++) {
     uint64_t w = v->dir.map.blk[c].meta;
     if ((w & HC_M_VALID) && (w & HC_M_DIRTY) && hc_meta_class (w) == (unsigned) best)
       out[n++] = (struct cand) { hc_meta_origin (w), c };
@@ -85,9 +103,11 @@ collect (hc_volume *v, struct cand *out)
   return n;
 }
 
-/* try: skip blocks whose stripe is busy (the cleaner thread). */
+/* Writes back dirty blocks until at most target are dirty or `limit` were
+ * written back.  try: skip blocks whose stripe is busy (the cleaner
+ * thread). */
 static long
-clean_to (hc_volume *v, uint64_t target, bool try)
+clean_to (hc_volume *v, uint64_t target, uint64_t limit, bool try)
 {
   struct cand *cand = malloc (BATCH * sizeof *cand);
   long done = 0;
@@ -97,7 +117,10 @@ clean_to (hc_volume *v, uint64_t target, bool try)
     return -ENOMEM;
   for (;;) {
     pthread_mutex_lock (&v->lock);
-    size_t n = total_dirty (v) > target && !v->failed ? collect (v, cand) : 0;
+    uint64_t dirty = total_dirty (v), want = dirty > target ? dirty - target : 0;
+    if (want > limit - (uint64_t) done)
+      want = limit - (uint64_t) done;
+    size_t n = want && !v->failed ? collect (v, cand, want) : 0;
     pthread_mutex_unlock (&v->lock);
     if (n == 0)
       break;
@@ -131,15 +154,16 @@ clean_to (hc_volume *v, uint64_t target, bool try)
 long
 hc_clean_to (hc_volume *v, uint64_t target)
 {
-  return clean_to (v, target, false);
+  return clean_to (v, target, UINT64_MAX, false);
 }
 
 static void *
 cleaner_main (void *arg)
 {
   hc_volume *v = arg;
-  bool eager = false;
-  uint64_t last_commit = now_ns ();
+  bool eager = false, urgent = false;
+  uint64_t last_commit = now_ns (), last_round = last_commit;
+  double credit = 0; /* blocks paced write-back may write back now */
   const uint64_t n = v->dir.map.n;
   const uint32_t reserve = n / 64 < 16 ? 16 : (uint32_t) (n / 64);
 
@@ -149,7 +173,9 @@ cleaner_main (void *arg)
     if (dirty * 100 >= (uint64_t) v->opts.dirty_high * n)
       eager = true;
     else if (dirty * 100 <= (uint64_t) v->opts.dirty_low * n)
-      eager = false;
+      eager = urgent = false;
+    if (dirty * 200 >= (uint64_t) (v->opts.dirty_high + 100) * n)
+      urgent = true;
     bool idle = now - v->last_io_ns > 200 * 1000000ull;
     bool waiters = v->space_waiters > 0;
     bool prefetch = v->nprefetch > 0;
@@ -166,11 +192,23 @@ cleaner_main (void *arg)
         hc_vol_run_prefetch (v);
         worked = true;
       }
-      if (dirty && (eager || idle || waiters)) {
-        uint64_t target = eager ? (uint64_t) v->opts.dirty_low * n / 100
-                                : (dirty > 256 ? dirty - 256 : 0);
-        worked |= clean_to (v, target, true) > 0;
+      const uint64_t low = (uint64_t) v->opts.dirty_low * n / 100;
+      if (dirty && (urgent || waiters || idle)) {
+        uint64_t target = eager || urgent ? low : (dirty > BATCH ? dirty - BATCH : 0);
+        worked |= clean_to (v, target, UINT64_MAX, true) > 0;
+        credit = 0;
+      } else if (eager) {
+        /* Paced: the gap to dirty_low, every PACE_S seconds. */
+        credit += (double) (dirty > low ? dirty - low : 0) * (double) (now - last_round)
+                  / (PACE_S * 1e9);
+        if (credit > BATCH)
+          credit = BATCH;
+        if (credit >= PACE_MIN) {
+          long done = clean_to (v, low, (uint64_t) credit, true);
+          credit = done > 0 ? credit - (double) done : 0;
+        }
       }
+      last_round = now;
       if (reserve_low) {
         uint32_t before = v->dir.map.free.count;
         worked |= hc_vol_reclaim (v, reserve) > before;

@@ -358,6 +358,64 @@ from_slow:
   return rc;
 }
 
+/* Reads whole blocks blk … blk+n−1 (n ≤ BATCH_BLOCKS) while they are
+ * plain hits, in one trip through the volume lock, and each run of them
+ * that sits in consecutive cache blocks as one read of the fast tier (a
+ * range written in one request usually does: write batches take
+ * consecutive free blocks).  Stops at the first block that is not a hit,
+ * or is being rewritten in place: read_block takes that one.  Returns the
+ * blocks read, or a negative errno. */
+#define BATCH_BLOCKS 64
+
+static long
+read_hits (hc_volume *v, uint64_t blk, unsigned n, uint8_t *dst, struct req *r)
+{
+  uint32_t cs[BATCH_BLOCKS];
+  bool dirty[BATCH_BLOCKS];
+  unsigned k = 0;
+
+  pthread_mutex_lock (&v->lock);
+  req_start (v, r);
+  for (; k < n && v->mode != HC_MODE_PASSTHROUGH; k++) {
+    uint32_t c = hc_dir_find (&v->dir, blk + k);
+    if (c == HC_NIL || (v->dir.map.blk[c].meta & HC_M_WRITING))
+      break;
+    struct hc_access a = { .origin = blk + k, .hint = hc_vol_resolve (v, blk + k, r->ctx),
+                           .seq = r->seq };
+    v->dir.stats.cls[a.hint.cls].bytes[HC_STAT_READ] += v->bs;
+    hc_dir_hit (&v->dir, c, &a);
+    dirty[k] = (v->dir.map.blk[c].meta & HC_M_DIRTY) != 0;
+    pin (v, c);
+    cs[k] = c;
+  }
+  pthread_mutex_unlock (&v->lock);
+
+  int rc = 0;
+  for (unsigned i = 0, j; i < k; i = j) {
+    for (j = i + 1; j < k && cs[j] == cs[j - 1] + 1; j++)
+      ;
+    if (rc == 0
+        && hc_tier_read (v->fast, dst + ((size_t) i << v->bshift), (size_t) (j - i) << v->bshift,
+                         fast_off (v, cs[i])) == 0) {
+      for (unsigned x = i; x < j; x++)
+        unpin (v, cs[x]);
+      continue;
+    }
+    /* A failed run (or one after a failure): block by block, as read_block
+     * would, so that a clean block's error falls back to the slow tier. */
+    for (unsigned x = i; x < j; x++) {
+      uint8_t *d = dst + ((size_t) x << v->bshift);
+      int e = rc ? (unpin (v, cs[x]), 0)
+                 : read_cached (v, cs[x], blk + x, dirty[x], 0, v->bs, d, r);
+      if (e == 1)
+        e = hc_tier_read (v->slow, d, v->bs, (blk + x) << v->bshift);
+      if (e < 0 && rc == 0)
+        rc = e;
+    }
+  }
+  return rc < 0 ? rc : (long) k;
+}
+
 /* ---------------------------------------------------------------------------
  * Write.
  */
@@ -380,7 +438,6 @@ write_slow_span (hc_volume *v, uint64_t blk, uint32_t boff, uint32_t blen, const
  * so that blocks taken one after the other go out as one write and are
  * recorded in one trip through the volume lock (write_batch).  Up to
  * BATCH_BLOCKS at a time; the caller holds all their stripes. */
-#define BATCH_BLOCKS 64
 
 struct deferred {
   uint32_t c, newc;     /* the copy being replaced (HC_NIL on a miss), the new block
@@ -776,7 +833,14 @@ hc_volume_read (hc_volume *v, void *buf, size_t len, uint64_t off, const struct 
     uint64_t blk = off >> v->bshift;
     uint32_t boff = (uint32_t) (off & (v->bs - 1));
     uint32_t blen = v->bs - boff < len ? v->bs - boff : (uint32_t) len;
-    rc = read_block (v, blk, boff, blen, dst, &r);
+    uint64_t whole = boff ? 0 : len >> v->bshift;
+    long got = 0;
+    if (whole >= 2 && (got = read_hits (v, blk, whole < BATCH_BLOCKS ? (unsigned) whole
+                                                                     : BATCH_BLOCKS, dst, &r)) != 0) {
+      rc = got < 0 ? (int) got : 0;
+      blen = got < 0 ? 0 : (uint32_t) got << v->bshift;
+    } else
+      rc = read_block (v, blk, boff, blen, dst, &r);
     dst += blen;
     off += blen;
     len -= blen;

@@ -15,7 +15,10 @@
  *
  * Queues: 0 = small, 1 = main.  The ghost (ghost.c) costs ~1.1 bytes per
  * block.  Blocks that may not be evicted yet (dirty, busy) are rotated to
- * the head of their queue, at most SKIP_LIMIT of them per victim search.
+ * the head of their queue, at most SKIP_LIMIT of them per victim search;
+ * once a whole queue has been passed over, the search goes on in the other
+ * (a small queue full of freshly written dirty blocks must not hide a main
+ * queue of clean ones).
  * This file also provides the S3-FIFO machinery the hint-aware policy
  * builds on (hintaware.c).
  */
@@ -74,16 +77,17 @@ hc_s3_victim (struct hc_policy *p, const struct hc_s3_rules *r, hc_evictable_fn 
 {
   struct hc_s3 *s = p->state;
   struct hc_map *m = p->map;
-  unsigned skipped = 0;
+  unsigned skipped = 0, passed_small = 0, passed_main = 0;
 
   for (;;) {
     struct hc_list *small = &m->queue[HC_S3_SMALL], *main = &m->queue[HC_S3_MAIN];
+    const bool small_open = small->count > passed_small, main_open = main->count > passed_main;
     uint32_t c;
     uint64_t w;
 
-    if (small->count == 0 && main->count == 0)
+    if (!small_open && !main_open)
       return HC_NIL;
-    if (small->count > 0 && (small->count > s->small_target || main->count == 0)) {
+    if (small_open && (small->count > s->small_target || !main_open)) {
       c = small->tail;
       w = m->blk[c].meta;
       if (hc_meta_freq (w) >= r->promote_freq (p, w)) {
@@ -93,6 +97,7 @@ hc_s3_victim (struct hc_policy *p, const struct hc_s3_rules *r, hc_evictable_fn 
       }
       if (!ok (arg, c)) {
         requeue (m, c, HC_S3_SMALL);
+        passed_small++;
       } else {
         hc_list_remove (m, small, c);
         if (!(w & HC_M_DEMOTED) && r->remember (p, w))
@@ -110,6 +115,7 @@ hc_s3_victim (struct hc_policy *p, const struct hc_s3_rules *r, hc_evictable_fn 
       }
       if (!ok (arg, c)) {
         requeue (m, c, HC_S3_MAIN);
+        passed_main++;
       } else {
         hc_list_remove (m, main, c);
         return c;
