@@ -358,25 +358,34 @@ from_slow:
   return rc;
 }
 
-/* Reads whole blocks blk … blk+n−1 (n ≤ BATCH_BLOCKS) while they are
+/* Reads whole blocks blk … blk+n−1 (n ≤ READ_BATCH) while they are
  * plain hits, in one trip through the volume lock, and each run of them
  * that sits in consecutive cache blocks as one read of the fast tier (a
  * range written in one request usually does: write batches take
  * consecutive free blocks).  Stops at the first block that is not a hit,
  * or is being rewritten in place: read_block takes that one.  Returns the
  * blocks read, or a negative errno. */
-#define BATCH_BLOCKS 64
+#define READ_BATCH 256 /* 1 MiB of 4 KiB blocks */
 
 static long
 read_hits (hc_volume *v, uint64_t blk, unsigned n, uint8_t *dst, struct req *r)
 {
-  uint32_t cs[BATCH_BLOCKS];
-  bool dirty[BATCH_BLOCKS];
+  uint32_t cs[READ_BATCH];
+  bool dirty[READ_BATCH];
   unsigned k = 0;
 
+  /* A large cache's map is out of the CPU's caches: keep the buckets of
+   * the next AHEAD blocks loading while looking up one, rather than taking
+   * one miss at a time under the lock (the CPU tracks only so many misses
+   * at once: prefetching all of them up front measured no better). */
+  enum { AHEAD = 16 };
+  for (unsigned i = 0; i < n && i < AHEAD; i++)
+    hc_map_prefetch (&v->dir.map, blk + i);
   pthread_mutex_lock (&v->lock);
   req_start (v, r);
   for (; k < n && v->mode != HC_MODE_PASSTHROUGH; k++) {
+    if (k + AHEAD < n)
+      hc_map_prefetch (&v->dir.map, blk + k + AHEAD);
     uint32_t c = hc_dir_find (&v->dir, blk + k);
     if (c == HC_NIL || (v->dir.map.blk[c].meta & HC_M_WRITING))
       break;
@@ -438,6 +447,7 @@ write_slow_span (hc_volume *v, uint64_t blk, uint32_t boff, uint32_t blen, const
  * so that blocks taken one after the other go out as one write and are
  * recorded in one trip through the volume lock (write_batch).  Up to
  * BATCH_BLOCKS at a time; the caller holds all their stripes. */
+#define BATCH_BLOCKS 64
 
 struct deferred {
   uint32_t c, newc;     /* the copy being replaced (HC_NIL on a miss), the new block
@@ -835,8 +845,8 @@ hc_volume_read (hc_volume *v, void *buf, size_t len, uint64_t off, const struct 
     uint32_t blen = v->bs - boff < len ? v->bs - boff : (uint32_t) len;
     uint64_t whole = boff ? 0 : len >> v->bshift;
     long got = 0;
-    if (whole >= 2 && (got = read_hits (v, blk, whole < BATCH_BLOCKS ? (unsigned) whole
-                                                                     : BATCH_BLOCKS, dst, &r)) != 0) {
+    if (whole >= 2 && (got = read_hits (v, blk, whole < READ_BATCH ? (unsigned) whole : READ_BATCH,
+                                        dst, &r)) != 0) {
       rc = got < 0 ? (int) got : 0;
       blen = got < 0 ? 0 : (uint32_t) got << v->bshift;
     } else
