@@ -30,10 +30,14 @@
  * still room for half of what remains — so while requests arrive the
  * cleaner writes back at a rate proportional to its distance from
  * dirty_low (that distance every PACE_S seconds: a proportional controller,
- * as bcache's write-back rate is), in rounds of 100 ms.  A volume whose
- * writes keep outrunning that rate reaches the halfway mark, where cleaning
- * takes priority until dirty_low; one whose writers find no clean block
- * makes them wait for the cleaner, which then runs flat out too.
+ * as bcache's write-back rate is), once a second: each write-back batch
+ * commits before and after, and a commit flushes both tiers, so frequent
+ * small batches would cost the requests more than the write-back itself
+ * (with a file as the fast tier, a flush writes its dirty pages out).  A
+ * volume whose writes keep outrunning that rate reaches the halfway mark,
+ * where cleaning takes priority until dirty_low; one whose writers find no
+ * clean block makes them wait for the cleaner, which then runs flat out
+ * too.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -43,7 +47,7 @@
 
 #define BATCH 16384
 #define PACE_S 10     /* paced write-back closes its gap in about this long */
-#define PACE_MIN 64   /* blocks: smaller paced rounds wait for more credit */
+#define PACE_EVERY_NS 1000000000ull /* paced write-back runs at most this often */
 
 static uint64_t
 now_ns (void)
@@ -162,7 +166,7 @@ cleaner_main (void *arg)
 {
   hc_volume *v = arg;
   bool eager = false, urgent = false;
-  uint64_t last_commit = now_ns (), last_round = last_commit;
+  uint64_t last_commit = now_ns (), last_round = last_commit, last_paced = last_commit;
   double credit = 0; /* blocks paced write-back may write back now */
   const uint64_t n = v->dir.map.n;
   const uint32_t reserve = n / 64 < 16 ? 16 : (uint32_t) (n / 64);
@@ -203,9 +207,10 @@ cleaner_main (void *arg)
                   / (PACE_S * 1e9);
         if (credit > BATCH)
           credit = BATCH;
-        if (credit >= PACE_MIN) {
+        if (credit >= 1 && now - last_paced >= PACE_EVERY_NS) {
           long done = clean_to (v, low, (uint64_t) credit, true);
           credit = done > 0 ? credit - (double) done : 0;
+          last_paced = last_commit = now_ns (); /* (clean_to committed) */
         }
       }
       last_round = now;
