@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 
 static unsigned test_failures;
 static unsigned test_checks;
@@ -33,6 +34,15 @@ test_exit (const char *name)
   }
   printf ("%s: %u checks passed\n", name, test_checks);
   return 0;
+}
+
+/* Seconds on the monotonic clock. */
+static inline double
+test_now (void)
+{
+  struct timespec ts;
+  clock_gettime (CLOCK_MONOTONIC, &ts);
+  return (double) ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
 #endif /* HC_TEST_H */

@@ -1,7 +1,8 @@
 /* The cache directory and its policies: LRU against an independent
  * reference, S3-FIFO's scan resistance, the hint-aware policy reducing to
  * S3-FIFO without hints, the admission rules, class shares, deferred
- * freeing, and victims that must be clean. */
+ * freeing, and victims that must be clean (found past a queue of dirty
+ * ones). */
 #include <math.h>
 #include <string.h>
 

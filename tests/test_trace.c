@@ -151,15 +151,6 @@ slurp (const char *path, size_t *len)
   return (unsigned char *) text;
 }
 
-/* Seconds on the monotonic clock. */
-static double
-now (void)
-{
-  struct timespec ts;
-  clock_gettime (CLOCK_MONOTONIC, &ts);
-  return (double) ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 /* Converts a trace to bin; returns 0 or the first error. */
 static int
 to_bin (hc_trace *t, const char *out)
@@ -914,7 +905,7 @@ check_counts (const char *path, uint64_t rows, uint64_t nr, uint64_t nw, uint64_
   struct hc_u64set set = { 0 };
   struct hc_trace_req r;
   uint64_t n = 0, ops[4] = { 0 };
-  double t0 = now ();
+  double t0 = test_now ();
   int rc;
 
   if (!t)
@@ -927,7 +918,7 @@ check_counts (const char *path, uint64_t rows, uint64_t nr, uint64_t nw, uint64_
       for (uint64_t b = r.offset / 4096; b <= (r.offset + r.length - 1) / 4096; b++)
         hc_u64set_add (&set, b);
   }
-  double dt = now () - t0;
+  double dt = test_now () - t0;
   CHECK (rc == 0 && hc_trace_skipped (t, NULL) == 0, "%s: rc %d %s", path, rc, hc_trace_error (t));
   CHECK (n == rows && ops[0] == nr && ops[1] == nw && ops[3] == nf && ops[2] == 0,
          "%s: %llu rows R %llu W %llu D %llu F %llu", path, (unsigned long long) n,
@@ -948,7 +939,7 @@ time_read (const char *path, int passes)
   hc_trace *t = open_trace (path, HC_TRACE_AUTO, true);
   struct hc_trace_req r;
   uint64_t n = 0, sum = 0;
-  double t0 = now ();
+  double t0 = test_now ();
 
   if (!t)
     return;
@@ -962,7 +953,7 @@ time_read (const char *path, int passes)
     if (p + 1 < passes)
       CHECK (hc_trace_rewind (t) == 0, "rewind %s", path);
   }
-  double dt = now () - t0;
+  double dt = test_now () - t0;
   printf ("%s (%s): %llu requests in %.3f s: %.2f M requests/s (bytes %llu)\n", path,
           hc_trace_format_name (hc_trace_get_format (t)), (unsigned long long) n, dt,
           n / dt / 1e6, (unsigned long long) sum);

@@ -2,13 +2,13 @@
  * written (aligned and not), data survives close and reopen, a wrong slow
  * tier or a truncated fast tier is refused, range hints persist, mode
  * switches clean, discard and zero, admission and statistics follow hints,
- * fast-tier read errors are survived, and concurrent writers and readers
- * agree with a model. */
+ * fast-tier read errors are survived, concurrent writers and readers
+ * agree with a model, and the cleaner paces its write-back while the volume
+ * is busy. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "engine/vol.h"
@@ -79,6 +79,18 @@ verify_all (hc_volume *v, uint64_t span, const char *what)
   while (bad < span && got[bad] == model[bad])
     bad++;
   CHECK (bad == span, "%s: first difference at byte %zu", what, bad);
+}
+
+/* Dirty blocks of every class. */
+static uint64_t
+dirty_blocks (hc_volume *v)
+{
+  struct hc_stats st;
+  uint64_t n = 0;
+  hc_volume_stats (v, &st);
+  for (unsigned c = 0; c < HC_CLASS_COUNT; c++)
+    n += st.cls[c].dirty;
+  return n;
 }
 
 static void
@@ -287,12 +299,7 @@ test_mode_switch_discard_zero (void)
   fill (buf, sizeof buf, 3);
   CHECK (hc_volume_write (v, buf, sizeof buf, 0, 0, NULL) == 0, "write 1 MiB");
   CHECK (hc_volume_set_mode (v, HC_MODE_WRITETHROUGH) == 0, "switch to write-through");
-  struct hc_stats st;
-  hc_volume_stats (v, &st);
-  uint64_t dirty = 0;
-  for (unsigned c = 0; c < HC_CLASS_COUNT; c++)
-    dirty += st.cls[c].dirty;
-  CHECK (dirty == 0, "leaving write-back cleaned everything");
+  CHECK (dirty_blocks (v) == 0, "leaving write-back cleaned everything");
   hc_tier_read (slow, got, sizeof got, 0);
   CHECK (memcmp (got, buf, sizeof buf) == 0, "slow tier up to date");
   CHECK (hc_volume_mode (v) == HC_MODE_WRITETHROUGH, "mode");
@@ -624,25 +631,6 @@ test_sustained_writes (void)
   hc_tier_close (slow);
 }
 
-static uint64_t
-dirty_blocks (hc_volume *v)
-{
-  struct hc_stats st;
-  uint64_t n = 0;
-  hc_volume_stats (v, &st);
-  for (unsigned c = 0; c < HC_CLASS_COUNT; c++)
-    n += st.cls[c].dirty;
-  return n;
-}
-
-static double
-seconds (void)
-{
-  struct timespec ts;
-  clock_gettime (CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 /* Reads a cached block again and again for `secs` (or until dirty blocks
  * fall to `until`): a busy volume. Returns the dirty blocks at the end. */
 static uint64_t
@@ -650,7 +638,7 @@ stay_busy (hc_volume *v, double secs, uint64_t until)
 {
   static uint8_t got[BS];
   uint64_t dirty = dirty_blocks (v);
-  for (double t0 = seconds (); seconds () - t0 < secs && dirty > until; dirty = dirty_blocks (v)) {
+  for (double t0 = test_now (); test_now () - t0 < secs && dirty > until; dirty = dirty_blocks (v)) {
     CHECK (hc_volume_read (v, got, BS, 0, NULL) == 0, "busy read");
     usleep (1000);
   }
@@ -684,8 +672,8 @@ test_paced_cleaning (void)
   CHECK (busy > low + (at60 - low) / 2,
          "busy at 60 %% dirty: paced, not flat out (%llu of %llu dirty, dirty_low %llu)",
          (unsigned long long) busy, (unsigned long long) at60, (unsigned long long) low);
-  double t0 = seconds ();
-  while (dirty_blocks (v) > low && seconds () - t0 < 20)
+  double t0 = test_now ();
+  while (dirty_blocks (v) > low && test_now () - t0 < 20)
     usleep (10000);
   CHECK (dirty_blocks (v) <= low, "idle: cleaned to dirty_low (%llu dirty)",
          (unsigned long long) dirty_blocks (v));
