@@ -175,6 +175,25 @@ hc_map_prefetch (const struct hc_map *m, uint64_t origin)
   hc_prefetch (m->slots + (size_t) w.b2 * HC_MAP_BUCKET);
 }
 
+/* Starts loading what evicting the tail of list l, and then its
+ * predecessor, will touch.  A policy that evicts from a tail calls it after
+ * each eviction: the new tail's entry arrived while the previous eviction
+ * was under way (this call started it), so its origin is at hand to start
+ * loading its buckets, and its predecessor's entry starts loading for the
+ * eviction after.  Each eviction then finds its block's entry and buckets
+ * in cache instead of waiting for them one after the other. */
+static inline void
+hc_map_prefetch_tail (const struct hc_map *m, const struct hc_list *l)
+{
+  const uint32_t t = l->tail;
+
+  if (t == HC_NIL)
+    return;
+  hc_map_prefetch (m, hc_meta_origin (m->blk[t].meta));
+  if (m->blk[t].prev != HC_NIL)
+    hc_prefetch (&m->blk[m->blk[t].prev]);
+}
+
 /* Maps free or pending block c (already unlinked) to origin with class cls;
  * origin must not be mapped already.  Queue/freq/hinted bits start at 0. */
 void hc_map_insert (struct hc_map *m, uint32_t c, uint64_t origin, unsigned cls, bool dirty);

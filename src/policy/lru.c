@@ -51,6 +51,7 @@ lru_victim (struct hc_policy *p, hc_evictable_fn ok, void *arg)
   for (uint32_t c = m->queue[Q].tail; c != HC_NIL; c = m->blk[c].prev) {
     if (ok (arg, c)) {
       hc_list_remove (m, &m->queue[Q], c);
+      hc_map_prefetch_tail (m, &m->queue[Q]);
       return c;
     }
     if (++skipped == SKIP_LIMIT)

@@ -485,20 +485,19 @@ struct worker {
   char why[256];
 };
 
-/* Starts loading what the simulators will look at for request q: its first
- * block's buckets in every map.  Requests are read LOOKAHEAD ahead of the
- * one simulated, so that with caches larger than the CPU's the buckets are
+/* Requests are read LOOKAHEAD ahead of the one simulated, and each one's
+ * first block's buckets start loading in every engine simulator's map as
+ * it is read, so that with caches larger than the CPU's the buckets are
  * there when wanted. */
 #define LOOKAHEAD 8
 
 static void
-prefetch (const struct worker *w, const struct hc_trace_req *q)
+prefetch (struct hc_map *const *maps, size_t nmaps, const struct hc_trace_req *q, unsigned sh)
 {
   if ((q->op != HC_TOP_READ && q->op != HC_TOP_WRITE) || !q->length)
     return;
-  for (size_t i = 0; i < w->nsims; i++)
-    if (!w->sims[i]->is_belady)
-      hc_map_prefetch (&w->sims[i]->dir.map, q->offset >> w->bs_shift);
+  for (size_t i = 0; i < nmaps; i++)
+    hc_map_prefetch (maps[i], q->offset >> sh);
 }
 
 static void *
@@ -508,48 +507,63 @@ worker_main (void *arg)
   hc_trace *t = w->t;
   struct hc_trace_req ring[LOOKAHEAD];
   struct hc_seq seq = { 0 }; /* sequential runs: the same for every simulator */
-  uint64_t done = 0, access_index = 0;
-  const uint64_t step = w->requests / 200 + 1;
+  uint64_t access_index = 0, until_progress = w->requests / 200 + 1;
   const unsigned sh = w->bs_shift;
-  unsigned first = 0, queued = 0;
+  unsigned first = 0, queued = 0, nactive = 0;
+  enum hc_strategy active[HC_STRATEGY_COUNT]; /* the strategies with rules to classify by */
+  struct hc_map **maps = calloc (w->nsims ? w->nsims : 1, sizeof *maps);
+  size_t nmaps = 0;
   int rc = 1;
 
-  if (!t && (rc = hc_trace_open (w->path, w->topts, &t, w->why, sizeof w->why)) < 0) {
-    w->rc = rc;
+  if (!maps) {
+    w->rc = -ENOMEM;
+    snprintf (w->why, sizeof w->why, "out of memory");
     return NULL;
   }
+  if (!t && (rc = hc_trace_open (w->path, w->topts, &t, w->why, sizeof w->why)) < 0) {
+    w->rc = rc;
+    free (maps);
+    return NULL;
+  }
+  for (unsigned st = HC_STRATEGY_PROCESS; st < HC_STRATEGY_COUNT; st++)
+    if (w->rules[st])
+      active[nactive++] = st;
+  for (size_t i = 0; i < w->nsims; i++)
+    if (!w->sims[i]->is_belady)
+      maps[nmaps++] = &w->sims[i]->dir.map;
   while (queued < LOOKAHEAD && (rc = hc_trace_next (t, &ring[queued])) == 1)
-    prefetch (w, &ring[queued++]);
+    prefetch (maps, nmaps, &ring[queued++], sh);
   while (queued) {
-    const struct hc_trace_req q = ring[first];
-    /* Its slot takes the request LOOKAHEAD − 1 further on. */
-    if (rc == 1 && (rc = hc_trace_next (t, &ring[first])) == 1)
-      prefetch (w, &ring[first]);
-    else
-      queued--;
-    first = (first + 1) % LOOKAHEAD;
-
+    const struct hc_trace_req *q = &ring[first];
     struct hc_hint h[HC_STRATEGY_COUNT] = { { 0 } };
-    for (unsigned st = HC_STRATEGY_PROCESS; st < HC_STRATEGY_COUNT; st++)
-      if (w->rules[st])
-        h[st] = hc_rules_classify (w->rules[st], &q, t);
     const uint64_t *next = NULL;
-    bool accesses = (q.op == HC_TOP_READ || q.op == HC_TOP_WRITE) && q.length;
-    bool is_seq = accesses && w->need_seq
-                  && hc_seq_update (&seq, NULL, q.offset, q.length, SEQ_CUTOFF);
+    const bool accesses = (q->op == HC_TOP_READ || q->op == HC_TOP_WRITE) && q->length;
+    const bool is_seq = accesses && w->need_seq
+                        && hc_seq_update (&seq, NULL, q->offset, q->length, SEQ_CUTOFF);
+
+    for (unsigned i = 0; i < nactive; i++)
+      h[active[i]] = hc_rules_classify (w->rules[active[i]], q, t);
     if (w->next_uses && accesses)
       next = w->next_uses + access_index;
     for (size_t i = 0; i < w->nsims; i++)
-      sim_request (w->sims[i], &q, h[w->sims[i]->strategy_index], next, sh, is_seq);
+      sim_request (w->sims[i], q, h[w->sims[i]->strategy_index], next, sh, is_seq);
     w->seen.requests++;
     if (accesses) {
-      uint64_t n = ((q.offset + q.length - 1) >> sh) - (q.offset >> sh) + 1;
-      access_index += n;
-      if (q.offset + q.length > w->seen.max_end)
-        w->seen.max_end = q.offset + q.length;
+      access_index += ((q->offset + q->length - 1) >> sh) - (q->offset >> sh) + 1;
+      if (q->offset + q->length > w->seen.max_end)
+        w->seen.max_end = q->offset + q->length;
     }
-    if (w->cfg && w->cfg->progress && ++done % step == 0)
-      w->cfg->progress (w->cfg->progress_arg, (double) done / w->requests);
+    /* Its slot takes the request LOOKAHEAD further on. */
+    if (rc == 1 && (rc = hc_trace_next (t, &ring[first])) == 1)
+      prefetch (maps, nmaps, &ring[first], sh);
+    else
+      queued--;
+    first = (first + 1) % LOOKAHEAD;
+    if (--until_progress == 0) {
+      until_progress = w->requests / 200 + 1;
+      if (w->cfg && w->cfg->progress)
+        w->cfg->progress (w->cfg->progress_arg, (double) w->seen.requests / w->requests);
+    }
   }
   w->seen.block_accesses = access_index;
   if (rc < 0) {
@@ -559,6 +573,7 @@ worker_main (void *arg)
     w->cfg->progress (w->cfg->progress_arg, 1.0);
   if (t != w->t)
     hc_trace_close (t);
+  free (maps);
   return NULL;
 }
 
