@@ -100,6 +100,7 @@ hc_s3_victim (struct hc_policy *p, const struct hc_s3_rules *r, hc_evictable_fn 
         passed_small++;
       } else {
         hc_list_remove (m, small, c);
+        hc_map_prefetch_tail (m, small);
         if (!(w & HC_M_DEMOTED) && r->remember (p, w))
           hc_ghost_insert (&s->ghost, hc_meta_origin (w));
         return c;
@@ -118,6 +119,7 @@ hc_s3_victim (struct hc_policy *p, const struct hc_s3_rules *r, hc_evictable_fn 
         passed_main++;
       } else {
         hc_list_remove (m, main, c);
+        hc_map_prefetch_tail (m, main);
         return c;
       }
     }
