@@ -748,6 +748,12 @@ main (int argc, char **argv)
   check_rules (path);
   check_deterministic (path);
   check_bin_totals (path, dir);
+  /* Caches whose maps are larger than a core's L2 cache (several MB), for
+   * which the replayer loads what is coming in three steps: loading ahead
+   * must not change a count. */
+  write_synthetic (path, 300000, 1500000);
+  static const unsigned big[] = { 60, 90 };
+  check_lru_exact (path, big, 2, 4096);
   unlink (path);
   rmdir (dir);
 

@@ -165,6 +165,20 @@ hc_map_lookup (const struct hc_map *m, uint64_t origin)
   return HC_NIL;
 }
 
+uint32_t
+hc_map_guess (const struct hc_map *m, uint64_t origin)
+{
+  const struct hc_map_where_s w = hc_map_where (m, origin);
+  unsigned bits = tag_matches (m, w.b1, w.tag);
+  uint32_t b = w.b1;
+
+  if (!bits) {
+    bits = tag_matches (m, w.b2, w.tag);
+    b = w.b2;
+  }
+  return bits ? (m->slots[(size_t) b * BUCKET + __builtin_ctz (bits)] & m->idx_mask) - 1 : HC_NIL;
+}
+
 void
 hc_map_insert (struct hc_map *m, uint32_t c, uint64_t origin, unsigned cls, bool dirty)
 {

@@ -175,6 +175,12 @@ hc_map_prefetch (const struct hc_map *m, uint64_t origin)
   hc_prefetch (m->slots + (size_t) w.b2 * HC_MAP_BUCKET);
 }
 
+/* The block in origin's buckets whose slot carries origin's tag, or
+ * HC_NIL: nearly always the block that holds origin, but not checked (that
+ * would read the block's entry).  For loading what an access will touch
+ * before it comes. */
+uint32_t hc_map_guess (const struct hc_map *m, uint64_t origin);
+
 /* Starts loading what evicting the tail of list l, and then its
  * predecessor, will touch.  A policy that evicts from a tail calls it after
  * each eviction: the new tail's entry arrived while the previous eviction
