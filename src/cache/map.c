@@ -156,10 +156,20 @@ hc_map_lookup (const struct hc_map *m, uint64_t origin)
   const struct hc_map_where_s w = hc_map_where (m, origin);
   uint32_t c, b = w.b2;
 
-  if ((c = find_in (m, w.b1, &w, origin)) != HC_NIL)
-    return c;
-  for (uint32_t k = 0; k < m->nbuckets; k++, b = next_bucket (m, b)) {
-    if ((c = find_in (m, b, &w, origin)) != HC_NIL || m->overflow[b] == 0)
+  /* Both candidates at once: whether an entry went to the first or the
+   * second is a coin toss, which a branch on it would mispredict half the
+   * time. */
+  for (unsigned bits = tag_matches (m, w.b1, w.tag) | tag_matches (m, w.b2, w.tag) << BUCKET; bits;
+       bits &= bits - 1) {
+    const unsigned i = (unsigned) __builtin_ctz (bits);
+    c = (m->slots[(size_t) (i < BUCKET ? w.b1 : w.b2) * BUCKET + i % BUCKET] & m->idx_mask) - 1;
+    if (hc_meta_origin (m->blk[c].meta) == origin)
+      return c;
+  }
+  /* Entries that found both full went on past the second. */
+  for (uint32_t k = 0; k < m->nbuckets && m->overflow[b] != 0; k++) {
+    b = next_bucket (m, b);
+    if ((c = find_in (m, b, &w, origin)) != HC_NIL)
       return c;
   }
   return HC_NIL;
@@ -169,38 +179,34 @@ uint32_t
 hc_map_guess (const struct hc_map *m, uint64_t origin)
 {
   const struct hc_map_where_s w = hc_map_where (m, origin);
-  unsigned bits = tag_matches (m, w.b1, w.tag);
-  uint32_t b = w.b1;
+  const unsigned bits = tag_matches (m, w.b1, w.tag) | tag_matches (m, w.b2, w.tag) << BUCKET;
+  const unsigned i = (unsigned) __builtin_ctz (bits | 1u << (2 * BUCKET));
 
-  if (!bits) {
-    bits = tag_matches (m, w.b2, w.tag);
-    b = w.b2;
-  }
-  return bits ? (m->slots[(size_t) b * BUCKET + __builtin_ctz (bits)] & m->idx_mask) - 1 : HC_NIL;
+  return bits ? (m->slots[(size_t) (i < BUCKET ? w.b1 : w.b2) * BUCKET + i % BUCKET] & m->idx_mask) - 1
+              : HC_NIL;
 }
 
 void
 hc_map_insert (struct hc_map *m, uint32_t c, uint64_t origin, unsigned cls, bool dirty)
 {
   const struct hc_map_where_s w = hc_map_where (m, origin);
-  unsigned o1 = occupancy (m, w.b1), o2 = occupancy (m, w.b2);
-  uint32_t b = w.b2;
+  const unsigned o1 = occupancy (m, w.b1), o2 = occupancy (m, w.b2);
+  /* The emptier, chosen without a branch: which one it is, is a coin toss. */
+  const bool first = o1 <= o2 && o1 < BUCKET;
+  uint32_t b = first ? w.b1 : w.b2;
+  unsigned o = first ? o1 : o2;
 
   m->blk[c].meta = (origin & HC_M_ORIGIN_MASK) | (uint64_t) cls << HC_M_CLASS_SHIFT | HC_M_VALID
                | (dirty ? HC_M_DIRTY : 0);
-  if (o1 <= o2 && o1 < BUCKET) {
-    b = w.b1;
-    o2 = o1;
-  }
   /* Both full: on to the first bucket with room, counting the passage.
    * There is one: the table has more slots than blocks. */
-  while (o2 == BUCKET) {
+  while (o == BUCKET) {
     if (m->overflow[b] < OVERFLOW_MAX)
       m->overflow[b]++;
     b = next_bucket (m, b);
-    o2 = occupancy (m, b);
+    o = occupancy (m, b);
   }
-  m->slots[(size_t) b * BUCKET + o2] = (c + 1) | w.tag;
+  m->slots[(size_t) b * BUCKET + o] = (c + 1) | w.tag;
   m->mapped++;
 }
 
@@ -211,15 +217,18 @@ slot_of (struct hc_map *m, uint32_t c, bool unlink)
 {
   const struct hc_map_where_s w = hc_map_where (m, hc_meta_origin (m->blk[c].meta));
   const uint32_t want = (c + 1) | w.tag;
-  unsigned bits;
+  unsigned bits = lanes (m, w.b1, UINT32_MAX, want) | lanes (m, w.b2, UINT32_MAX, want) << BUCKET;
 
-  if ((bits = lanes (m, w.b1, UINT32_MAX, want)))
-    return m->slots + (size_t) w.b1 * BUCKET + __builtin_ctz (bits);
-  for (uint32_t b = w.b2;; b = next_bucket (m, b)) {
-    if ((bits = lanes (m, b, UINT32_MAX, want)))
-      return m->slots + (size_t) b * BUCKET + __builtin_ctz (bits);
+  if (bits) { /* both candidates at once, as in lookup */
+    const unsigned i = (unsigned) __builtin_ctz (bits);
+    return m->slots + (size_t) (i < BUCKET ? w.b1 : w.b2) * BUCKET + i % BUCKET;
+  }
+  for (uint32_t b = w.b2;;) {
     if (unlink && m->overflow[b] < OVERFLOW_MAX)
       m->overflow[b]--;
+    b = next_bucket (m, b);
+    if ((bits = lanes (m, b, UINT32_MAX, want)))
+      return m->slots + (size_t) b * BUCKET + __builtin_ctz (bits);
   }
 }
 
