@@ -102,6 +102,16 @@ find_in (const struct hc_map *m, uint32_t b, const struct hc_map_where_s *w, uin
   return HC_NIL;
 }
 
+/* Slot i of the pair of origin's candidate buckets (0 … 7 in the first,
+ * 8 … 15 in the second), for masks of both at once: whether an entry went
+ * to the first or the second is a coin toss, which a branch on it would
+ * mispredict half the time. */
+static inline uint32_t *
+pair_slot (const struct hc_map *m, const struct hc_map_where_s *w, unsigned i)
+{
+  return m->slots + (size_t) (i < BUCKET ? w->b1 : w->b2) * BUCKET + i % BUCKET;
+}
+
 int
 hc_map_init (struct hc_map *m, uint32_t n)
 {
@@ -156,13 +166,9 @@ hc_map_lookup (const struct hc_map *m, uint64_t origin)
   const struct hc_map_where_s w = hc_map_where (m, origin);
   uint32_t c, b = w.b2;
 
-  /* Both candidates at once: whether an entry went to the first or the
-   * second is a coin toss, which a branch on it would mispredict half the
-   * time. */
   for (unsigned bits = tag_matches (m, w.b1, w.tag) | tag_matches (m, w.b2, w.tag) << BUCKET; bits;
        bits &= bits - 1) {
-    const unsigned i = (unsigned) __builtin_ctz (bits);
-    c = (m->slots[(size_t) (i < BUCKET ? w.b1 : w.b2) * BUCKET + i % BUCKET] & m->idx_mask) - 1;
+    c = (*pair_slot (m, &w, (unsigned) __builtin_ctz (bits)) & m->idx_mask) - 1;
     if (hc_meta_origin (m->blk[c].meta) == origin)
       return c;
   }
@@ -180,10 +186,8 @@ hc_map_guess (const struct hc_map *m, uint64_t origin)
 {
   const struct hc_map_where_s w = hc_map_where (m, origin);
   const unsigned bits = tag_matches (m, w.b1, w.tag) | tag_matches (m, w.b2, w.tag) << BUCKET;
-  const unsigned i = (unsigned) __builtin_ctz (bits | 1u << (2 * BUCKET));
 
-  return bits ? (m->slots[(size_t) (i < BUCKET ? w.b1 : w.b2) * BUCKET + i % BUCKET] & m->idx_mask) - 1
-              : HC_NIL;
+  return bits ? (*pair_slot (m, &w, (unsigned) __builtin_ctz (bits)) & m->idx_mask) - 1 : HC_NIL;
 }
 
 void
@@ -219,10 +223,8 @@ slot_of (struct hc_map *m, uint32_t c, bool unlink)
   const uint32_t want = (c + 1) | w.tag;
   unsigned bits = lanes (m, w.b1, UINT32_MAX, want) | lanes (m, w.b2, UINT32_MAX, want) << BUCKET;
 
-  if (bits) { /* both candidates at once, as in lookup */
-    const unsigned i = (unsigned) __builtin_ctz (bits);
-    return m->slots + (size_t) (i < BUCKET ? w.b1 : w.b2) * BUCKET + i % BUCKET;
-  }
+  if (bits)
+    return pair_slot (m, &w, (unsigned) __builtin_ctz (bits));
   for (uint32_t b = w.b2;;) {
     if (unlink && m->overflow[b] < OVERFLOW_MAX)
       m->overflow[b]--;
