@@ -1,5 +1,5 @@
 /* The cache directory and its policies: LRU against an independent
- * reference, S3-FIFO's scan resistance, the hint-aware policy reducing to
+ * reference, S3-FIFO's scan resistance and its ghost, the hint-aware policy reducing to
  * S3-FIFO without hints, the admission rules, class shares, deferred
  * freeing, and victims that must be clean (found past a queue of dirty
  * ones). */
@@ -474,10 +474,40 @@ test_seq_runs (void)
   CHECK (!hc_seq_update (&s, NULL, 0, 4096, UINT64_MAX), "no cutoff, never sequential");
 }
 
+/* The ghost (S3-FIFO's set of recently evicted origins): no false
+ * negatives, few false positives, and it forgets a generation back. */
+static void
+test_ghost (void)
+{
+  struct hc_ghost g;
+  const uint32_t n = 10000, half = n / 2, probes = 100000;
+  unsigned missing = 0, false_pos = 0, remembered = 0;
+
+  CHECK (hc_ghost_init (&g, n) == 0, "ghost init");
+  for (uint64_t i = 0; i < half; i++)
+    hc_ghost_insert (&g, i * 7919);
+  for (uint64_t i = 0; i < half; i++)
+    missing += !hc_ghost_contains (&g, i * 7919);
+  for (uint64_t i = 0; i < probes; i++)
+    false_pos += hc_ghost_contains (&g, (UINT64_C (1) << 40) + i);
+  CHECK_EQ (missing, 0, "every inserted origin is in the ghost (%u missing)", missing);
+  CHECK (false_pos < probes * 3 / 100, "false positives %.2f %% (< 3 %%)", 100.0 * false_pos / probes);
+  /* Two more generations' worth: the first batch is forgotten. */
+  for (uint64_t i = 0; i < 2 * half; i++)
+    hc_ghost_insert (&g, (UINT64_C (2) << 40) + i);
+  for (uint64_t i = 0; i < half; i++)
+    remembered += hc_ghost_contains (&g, i * 7919);
+  CHECK (remembered < half / 10, "%u of %u old origins still seen after two generations", remembered,
+         half);
+  printf ("  ghost: %.2f %% false positives at full load\n", 100.0 * false_pos / probes);
+  hc_ghost_fini (&g);
+}
+
 int
 main (void)
 {
   test_seq_runs ();
+  test_ghost ();
   test_lru_exact ();
   test_scan_resistance ();
   test_admission ();
