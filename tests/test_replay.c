@@ -561,6 +561,80 @@ check_sizes (const char *path)
          && strstr (why, "clairvoyant"), "unknown policy named: %s", why);
 }
 
+/* Requests the replayer cannot simulate exactly: a length of 4 GiB or more
+ * is a damaged line (skipped, or an error under strict), not billions of
+ * block accesses; blocks beyond the map's 40-bit block numbers refuse the
+ * replay with the reason, under every policy and Belady, instead of
+ * aliasing other blocks (or, before, never finishing). */
+static void
+check_out_of_range (const char *dir)
+{
+  const enum hc_strategy st[] = { HC_STRATEGY_NONE, HC_STRATEGY_ORACLE };
+  const char *pols[] = { "lru", "s3fifo", "hintaware", "fifo", "arc" }, *size = "10", *all = "30";
+  char path[512], why[256];
+  struct hc_replay_row *rows = NULL;
+  size_t n = 0;
+  struct hc_replay_summary sum;
+  FILE *f;
+
+  snprintf (path, sizeof path, "%s/range.csv", dir);
+  f = fopen (path, "w");
+  fprintf (f, "ts_ns,op,offset_bytes,length_bytes,flags,ioprio_class,ioprio_hint,ioprio_level,"
+              "comm,pid,label,object\n");
+  for (int i = 0; i < 40; i++)
+    fprintf (f, "%d,R,%d,4096,R,be,0,4,a,1,table,x\n", i, (i % 25) * 4096);
+  fprintf (f, "50,R,0,4294967296,R,be,0,4,a,1,table,x\n"); /* 1 M blocks over */
+  fprintf (f, "51,W,8192,4294967295,W,be,0,4,a,1,table,x\n"); /* the longest allowed */
+  fclose (f);
+  if (replay (path, &size, 1, st, 1, pols, 1, 4096, &rows, &n, &sum) == 0) {
+    CHECK (sum.skipped_lines == 1 && sum.first_bad_line == 42 && sum.requests == 41
+               && sum.block_accesses == 40 + 1048576,
+           "a 4 GiB request is a skipped line: %llu skipped (line %llu), %llu requests, "
+           "%llu accesses", (unsigned long long) sum.skipped_lines,
+           (unsigned long long) sum.first_bad_line, (unsigned long long) sum.requests,
+           (unsigned long long) sum.block_accesses);
+    free (rows);
+  } else
+    CHECK (0, "a 4 GiB request does not stop a replay");
+  struct hc_trace_opts strict = { .strict = true };
+  struct hc_replay_config cfg = { .sizes = &size, .nsizes = 1, .strategies = st, .nstrategies = 1,
+                                  .policies = pols, .npolicies = 1 };
+  rows = NULL;
+  CHECK (hc_replay_run (path, &strict, &cfg, &rows, &n, NULL, why, sizeof why) == -EINVAL
+             && strstr (why, "line 42") && strstr (why, "4 GiB"),
+         "strict: the 4 GiB line is the error: %s", why);
+  free (rows);
+
+  /* The last block the map can hold, then one past it (2^40 blocks of 4 KiB),
+   * in a cache that holds every block. */
+  static const unsigned long long ends[] = { (1ULL << 52) - 4096, 1ULL << 52 };
+  for (int k = 0; k < 2; k++) {
+    f = fopen (path, "w");
+    fprintf (f, "ts_ns,op,offset_bytes,length_bytes,flags,ioprio_class,ioprio_hint,ioprio_level,"
+                "comm,pid,label,object\n");
+    for (int i = 0; i < 40; i++)
+      fprintf (f, "%d,R,%llu,4096,R,be,0,4,a,1,table,x\n", i, ends[k] - (i % 25) * 4096ULL);
+    fclose (f);
+    cfg = (struct hc_replay_config) { .sizes = &all, .nsizes = 1, .strategies = st,
+                                      .nstrategies = 2, .policies = pols,
+                                      .npolicies = sizeof pols / sizeof pols[0] };
+    struct hc_trace_opts o = { 0 };
+    rows = NULL;
+    why[0] = '\0';
+    int rc = hc_replay_run (path, &o, &cfg, &rows, &n, NULL, why, sizeof why);
+    if (k == 0) {
+      CHECK (rc == 0 && n == 6, "the last addressable block replays: %d %s", rc, why);
+      for (size_t i = 0; rc == 0 && i < n; i++)
+        CHECK (rows[i].misses == 25 && rows[i].accesses == 40, "%s: %llu misses of %llu",
+               rows[i].policy, (unsigned long long) rows[i].misses,
+               (unsigned long long) rows[i].accesses);
+    } else
+      CHECK (rc == -ERANGE && strstr (why, "2^40 blocks"), "beyond it is refused: %d %s", rc, why);
+    free (rows);
+  }
+  unlink (path);
+}
+
 static void
 check_rules (const char *path)
 {
@@ -640,6 +714,63 @@ check_rules (const char *path)
   }
   hc_rules_free (r);
   hc_trace_close (t);
+}
+
+/* Mutants of every strategy's rules text (the built-in ones and a richer
+ * one): each compiles, or fails with a line and a reason — never a crash
+ * (the sanitizer build checks memory) — and compiled rules classify real
+ * requests into valid hints only. */
+static void
+check_rules_mutants (const char *path)
+{
+  static const char rich[] = "meta && op=R -> metadata+willneed\nlength>=1048576 -> streaming\n"
+                             "comm~^(jbd2|kworker) -> journal\nlabel=temp -> dontneed\n"
+                             "ioprio_class=idle && pid>100 -> background+dontneed\n"
+                             "rfc2014=dontneed -> dontneed\nobject~^/backup/ -> advice=dontneed\n";
+  struct hc_trace_req reqs[256];
+  size_t nreq = 0;
+  unsigned compiled = 0, refused = 0;
+  hc_trace *t;
+  struct hc_trace_opts o = { 0 };
+  char why[128];
+
+  CHECK (hc_trace_open (path, &o, &t, why, sizeof why) == 0, "open %s", path);
+  while (nreq < 256 && hc_trace_next (t, &reqs[nreq]) == 1)
+    nreq++;
+  for (unsigned s = HC_STRATEGY_PROCESS; s <= HC_STRATEGY_IO; s++)
+    for (int which = 0; which < 2; which++) {
+      const char *seed = which ? rich : hc_rules_default_text ((enum hc_strategy) s);
+      size_t len = strlen (seed), cap = 2 * len + 64;
+      unsigned char *buf = malloc (cap + 1);
+      for (unsigned m = 0; m < 300 && buf; m++) {
+        memcpy (buf, seed, len);
+        size_t n = test_mutate (buf, len, cap);
+        buf[n] = '\0';
+        struct hc_parse_error err = { 0 };
+        hc_rules *r = NULL;
+        int rc = hc_rules_new ((enum hc_strategy) s, (const char *) buf, &r, &err);
+        if (rc < 0) {
+          refused++;
+          CHECK (rc == -EINVAL && err.line > 0 && err.msg[0] && !r,
+                 "%s mutant %u: rc %d without line or reason", hc_strategy_name (s), m, rc);
+          continue;
+        }
+        compiled++;
+        for (size_t i = 0; i < nreq; i++) {
+          struct hc_hint h = hc_rules_classify (r, &reqs[i], t);
+          if (hc_hint_check (h) < 0) {
+            CHECK (0, "%s mutant %u: request %zu got an invalid hint (%u, %u, %#x)",
+                   hc_strategy_name (s), m, i, h.cls, h.advice, h.flags);
+            break;
+          }
+        }
+        hc_rules_free (r);
+      }
+      free (buf);
+    }
+  hc_trace_close (t);
+  CHECK (compiled > 0 && refused > 0, "rules mutants: %u compiled, %u refused", compiled, refused);
+  printf ("  rules mutants: %u compiled, %u refused with a line and a reason\n", compiled, refused);
 }
 
 static void
@@ -746,8 +877,10 @@ main (int argc, char **argv)
   check_bounds (path, sizes, 3);
   check_sizes (path);
   check_rules (path);
+  check_rules_mutants (path);
   check_deterministic (path);
   check_bin_totals (path, dir);
+  check_out_of_range (dir);
   /* Caches whose maps are larger than a core's L2 cache (several MB), for
    * which the replayer loads what is coming in three steps: loading ahead
    * must not change a count. */

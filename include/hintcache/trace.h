@@ -82,8 +82,16 @@ enum hc_trace_label {
 };
 #define HC_LABEL_COUNT 11
 
+/* The longest request, in bytes.  The block layer holds a request's length
+ * in 32 bits (blktrace's `bytes`, the request's data length), and so do the
+ * other formats' sources; a longer one is a damaged record, which would
+ * otherwise have a replay walk billions of blocks. */
+#define HC_TRACE_MAX_LENGTH UINT32_MAX
+
 /* One request.  Strings (comm, object) are interned: ids are stable for a
- * reader's lifetime, 0 means "none"; hc_trace_string gives the text. */
+ * reader's lifetime, 0 means "none"; hc_trace_string gives the text.  Every
+ * reader checks, in one place, that length ≤ HC_TRACE_MAX_LENGTH and that
+ * offset + length does not overflow; a request that fails is malformed. */
 struct hc_trace_req {
   uint64_t ts_ns;        /* arrival time, ns (relative; never decreasing in good traces) */
   uint64_t offset;       /* bytes */
@@ -175,7 +183,10 @@ int hc_trace_writer_open (const char *path, enum hc_trace_format format, uint32_
                           hc_trace_writer **out, char *why, size_t whylen);
 
 /* Appends a request; its strings are looked up in `src` (the reader it
- * came from, or NULL for none). */
+ * came from, or NULL for none).  Returns 0, -EINVAL for a request no reader
+ * would accept (a value out of range, a length over HC_TRACE_MAX_LENGTH, an
+ * offset + length that overflows; nothing is written), or the write's
+ * negative errno. */
 int hc_trace_write (hc_trace_writer *w, const struct hc_trace_req *r, const hc_trace *src);
 
 /* Appends a request whose strings are given as text (NULL or "" for none),

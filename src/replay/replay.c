@@ -816,6 +816,15 @@ hc_replay_run (const char *path, const struct hc_trace_opts *topts,
   } else if ((rc = count_pass (t, bs_shift, want_belady || want_oracle, &k, why, whylen)) < 0)
     goto out;
   k.sum.format = hc_trace_get_format (t);
+  /* The cache directory's map holds block numbers of HC_ORIGIN_BITS bits
+   * (4 PiB of 4 KiB blocks): a block beyond would alias another. */
+  if (k.max_end && (k.max_end - 1) >> bs_shift > HC_ORIGIN_MAX) {
+    rc = -ERANGE;
+    snprintf (why, whylen, "the trace's reads and writes reach byte %llu, beyond the 2^%d blocks "
+              "of %u bytes the replayer addresses", (unsigned long long) k.max_end,
+              HC_ORIGIN_BITS, bs);
+    goto out;
+  }
   if (k.blocks && (rc = next_uses (k.blocks, k.nblocks)) < 0) {
     snprintf (why, whylen, "out of memory computing next uses");
     goto out;

@@ -832,7 +832,8 @@ err:
   return rc;
 }
 
-/* Reads the next request. */
+/* Reads the next request: the one door every format's requests pass, where
+ * what holds for all of them is checked. */
 int
 hc_trace_next (hc_trace *t, struct hc_trace_req *r)
 {
@@ -842,7 +843,17 @@ hc_trace_next (hc_trace *t, struct hc_trace_req *r)
     return -EINVAL;
   if (t->status)
     return t->status;
-  rc = t->fmt->next ? t->fmt->next (t, r) : text_next (t, r);
+  while ((rc = t->fmt->next ? t->fmt->next (t, r) : text_next (t, r)) == 1
+         && (r->length > HC_TRACE_MAX_LENGTH || r->offset > UINT64_MAX - r->length)) {
+    if (r->length > HC_TRACE_MAX_LENGTH)
+      hc_trace_bad (t, "length %llu bytes: a request is under 4 GiB",
+                    (unsigned long long) r->length);
+    else
+      hc_trace_bad (t, "offset %llu + length %llu overflows", (unsigned long long) r->offset,
+                    (unsigned long long) r->length);
+    if ((rc = hc_trace_malformed (t)) < 0)
+      break;
+  }
   if (rc < 0)
     t->status = rc;
   return rc;
@@ -1022,7 +1033,8 @@ write_req (hc_trace_writer *w, const struct hc_trace_req *r, const hc_trace *src
   /* Values a reader would reject are refused here, so every file written
    * reads back. */
   if (r->op > HC_TOP_FLUSH || r->label >= HC_LABEL_COUNT || r->ioprio_class > 3
-      || r->ioprio_level > 7 || r->ioprio_hint > 1023 || r->rwbs > 0x1f)
+      || r->ioprio_level > 7 || r->ioprio_hint > 1023 || r->rwbs > 0x1f
+      || r->length > HC_TRACE_MAX_LENGTH || r->offset > UINT64_MAX - r->length)
     return -EINVAL;
   if ((rc = w->fmt->write (w, r, src, comm, object)) < 0)
     w->err = rc;
