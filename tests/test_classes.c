@@ -223,6 +223,38 @@ test_race (void)
   hc_classes_free (race_table);
 }
 
+/* Mutants of the canonical config text: each applies whole or is refused
+ * with a line and a reason, changing nothing. */
+static void
+test_config_mutants (void)
+{
+  hc_classes *t, *pristine;
+  char text[8192], before[8192], after[8192];
+  unsigned applied = 0;
+
+  CHECK (hc_classes_new (&t) == 0 && hc_classes_new (&pristine) == 0, "new");
+  CHECK (hc_classes_format (pristine, text, sizeof text) > 0, "format");
+  size_t len = strlen (text);
+  unsigned char *buf = malloc (2 * len + 64);
+  for (unsigned m = 0; m < 2000 && buf; m++) {
+    struct hc_parse_error err = { 0 };
+    memcpy (buf, text, len);
+    size_t n = test_mutate (buf, len, 2 * len + 64);
+    hc_classes_format (t, before, sizeof before);
+    int rc = hc_classes_load_text (t, (const char *) buf, n, &err);
+    hc_classes_format (t, after, sizeof after);
+    if (rc == 0)
+      applied++;
+    else
+      CHECK (rc == -EINVAL && err.msg[0] && strcmp (before, after) == 0,
+             "mutant %u: rc %d, '%s', changed %d", m, rc, err.msg, strcmp (before, after) != 0);
+  }
+  free (buf);
+  CHECK (applied > 0, "some config mutants still apply");
+  hc_classes_free (t);
+  hc_classes_free (pristine);
+}
+
 int
 main (void)
 {
@@ -234,6 +266,7 @@ main (void)
   hc_classes_free (t);
   hc_classes_free (NULL);
   test_config ();
+  test_config_mutants ();
   test_race ();
   return test_exit ("test_classes");
 }

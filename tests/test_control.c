@@ -1007,6 +1007,34 @@ test_tool (void)
   unlink (f2);
 }
 
+/* Mutants of well-formed requests: every one gets one reply line, "ok…"
+ * or "error ENAME …", and exec returns 0 (1 only for a quit). */
+static void
+test_exec_mutants (void)
+{
+  static const char *const seeds[] = { "advise 0 4096 journal", "unadvise 0 1M", "hint 8192",
+                                       "stats", "info", "version", "advise 1K 4K metadata+willneed",
+                                       "clean", "mode writethrough", "mode writeback" };
+  static char reply[HC_CONTROL_LINE];
+  struct vol x;
+
+  if (vol_make (&x, NULL) < 0)
+    return;
+  for (size_t i = 0; i < sizeof seeds / sizeof seeds[0]; i++)
+    for (unsigned m = 0; m < 500; m++) {
+      unsigned char buf[256];
+      size_t len = strlen (seeds[i]), n;
+      memcpy (buf, seeds[i], len);
+      n = test_mutate (buf, len, sizeof buf - 1);
+      buf[n] = '\0';
+      int rc = hc_control_exec (x.v, (const char *) buf, reply, sizeof reply);
+      CHECK ((rc == 0 || rc == 1) && !strchr (reply, '\n')
+                 && (starts (reply, "ok") || starts (reply, "error E")),
+             "'%s': rc %d, reply '%.80s'", buf, rc, reply);
+    }
+  vol_free (&x);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -1022,6 +1050,7 @@ main (int argc, char **argv)
     return 77;
   }
   test_exec ();
+  test_exec_mutants ();
   test_stats_text ();
   test_server ();
   test_tool ();

@@ -1396,6 +1396,34 @@ out:
   unlink (slow);
 }
 
+/* Mutants of the default rules: each parses or is refused with a line and
+ * a reason. */
+static void
+test_rules_mutants (void)
+{
+  const char *text = hc_fsrules_default_text ();
+  size_t len = strlen (text);
+  unsigned char *buf = malloc (2 * len + 64);
+  unsigned parsed = 0;
+
+  for (unsigned m = 0; m < 1000 && buf; m++) {
+    struct hc_fsrules rs = { 0 };
+    struct hc_parse_error err = { 0 };
+    memcpy (buf, text, len);
+    size_t n = test_mutate (buf, len, 2 * len + 64);
+    int rc = hc_fsrules_parse ((const char *) buf, n, &rs, &err);
+    if (rc == 0) {
+      parsed++;
+      hc_fsrules_match (&rs, "var/lib/postgresql/base/1/2");
+    } else
+      CHECK (rc == -EINVAL && err.line > 0 && err.msg[0], "mutant %u: rc %d, line %u '%s'", m, rc,
+             err.line, err.msg);
+    hc_fsrules_free (&rs);
+  }
+  free (buf);
+  CHECK (parsed > 0, "some rules mutants still parse");
+}
+
 int
 main (void)
 {
@@ -1420,6 +1448,7 @@ main (void)
   test_rules_table ();
   test_rules_parse ();
   test_rules_default ();
+  test_rules_mutants ();
   test_builder ();
   test_diff_random ();
   test_diff_cases ();

@@ -143,11 +143,36 @@ test_parse_format (void)
          "format rejects reserved advice");
 }
 
+/* Mutants of hint texts: each parses into a valid hint or is refused. */
+static void
+test_parse_mutants (void)
+{
+  static const char *const seeds[] = { "metadata+willneed", "background+dontneed+sequential",
+                                       "streaming sequential", "transaction,willneed,sync" };
+  unsigned parsed = 0;
+
+  for (size_t i = 0; i < sizeof seeds / sizeof seeds[0]; i++)
+    for (unsigned m = 0; m < 2000; m++) {
+      unsigned char buf[128];
+      size_t len = strlen (seeds[i]), n;
+      struct hc_hint h;
+      memcpy (buf, seeds[i], len);
+      n = test_mutate (buf, len, sizeof buf - 1);
+      buf[n] = '\0';
+      if (hc_hint_parse ((const char *) buf, &h) == 0) {
+        parsed++;
+        CHECK (hc_hint_check (h) == 0, "'%s' parsed into an invalid hint", buf);
+      }
+    }
+  CHECK (parsed > 0, "some hint mutants still parse");
+}
+
 int
 main (void)
 {
   test_names ();
   test_check_and_pack ();
   test_parse_format ();
+  test_parse_mutants ();
   return test_exit ("test_hint_model");
 }
