@@ -320,6 +320,29 @@ sim_request (struct sim *s, const struct hc_trace_req *q, struct hc_hint h, cons
     return;
 
   const bool write = q->op == HC_TOP_WRITE;
+  if (b0 == b1) {
+    /* One block (most requests of most traces): what the loop below does,
+     * without runs to join. */
+    uint64_t dirty_evicted;
+    enum outcome o = s->is_belady ? bel_access (s, b0, next[0], write, bs, &dirty_evicted)
+                                  : dir_access (s, b0, h, write, seq, bs, &dirty_evicted);
+    if (dirty_evicted != INF) {
+      row->dirty_evictions++;
+      row->slow_writes++;
+    }
+    row->bypasses += o == MISS_BYPASSED;
+    if (write) {
+      row->write_accesses++;
+      row->write_misses += o != HIT;
+      row->slow_writes += o == MISS_BYPASSED; /* a bypassed write goes to the disk */
+      return;
+    }
+    row->read_accesses++;
+    row->read_misses += o != HIT;
+    row->slow_reads += o != HIT;
+    note_latency (s, hc_timing_model_io (o == HIT ? s->nand : s->hdd, false, b0 << bs_shift, bs));
+    return;
+  }
   double us = 0;
   int run_kind = -1; /* 0 hit run, 1 miss run */
   uint64_t run_start = 0, run_len = 0, bypassed_run_start = 0, bypassed_run_len = 0;
