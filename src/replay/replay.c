@@ -294,6 +294,43 @@ note_latency (struct sim *s, double us)
     bin_latencies (s);
 }
 
+/* One block access through the simulator, counted (accesses, misses,
+ * bypasses, dirty evictions and the disk writes they cost); next: the
+ * access's next use (Belady only). */
+static inline enum outcome
+count_access (struct sim *s, uint64_t b, uint64_t next, struct hc_hint h, bool write, bool seq,
+              uint32_t bs)
+{
+  struct hc_replay_row *row = &s->row;
+  uint64_t dirty_evicted;
+  enum outcome o = s->is_belady ? bel_access (s, b, next, write, bs, &dirty_evicted)
+                                : dir_access (s, b, h, write, seq, bs, &dirty_evicted);
+
+  /* (all accesses, misses and admissions are sums, made at the end) */
+  if (write) {
+    row->write_accesses++;
+    row->write_misses += o != HIT;
+  } else {
+    row->read_accesses++;
+    row->read_misses += o != HIT;
+  }
+  row->bypasses += o == MISS_BYPASSED;
+  if (dirty_evicted != INF) {
+    row->dirty_evictions++;
+    row->slow_writes++;
+  }
+  return o;
+}
+
+/* The modeled time of reading a run of len blocks from start, from flash
+ * (hits) or from the disk (misses, counted as a slow read). */
+static inline double
+price_run (struct sim *s, bool miss, uint64_t start, uint64_t len, unsigned bs_shift)
+{
+  s->row.slow_reads += miss;
+  return hc_timing_model_io (miss ? s->hdd : s->nand, false, start << bs_shift, len << bs_shift);
+}
+
 /* Feeds one request to a simulator.  next: the next use of each of its
  * block accesses (NULL unless Belady). */
 static void
@@ -321,26 +358,12 @@ sim_request (struct sim *s, const struct hc_trace_req *q, struct hc_hint h, cons
 
   const bool write = q->op == HC_TOP_WRITE;
   if (b0 == b1) {
-    /* One block (most requests of most traces): what the loop below does,
-     * without runs to join. */
-    uint64_t dirty_evicted;
-    enum outcome o = s->is_belady ? bel_access (s, b0, next[0], write, bs, &dirty_evicted)
-                                  : dir_access (s, b0, h, write, seq, bs, &dirty_evicted);
-    if (dirty_evicted != INF) {
-      row->dirty_evictions++;
-      row->slow_writes++;
-    }
-    row->bypasses += o == MISS_BYPASSED;
-    if (write) {
-      row->write_accesses++;
-      row->write_misses += o != HIT;
+    /* One block (most requests of most traces): no runs to join. */
+    enum outcome o = count_access (s, b0, next ? next[0] : 0, h, write, seq, bs);
+    if (write)
       row->slow_writes += o == MISS_BYPASSED; /* a bypassed write goes to the disk */
-      return;
-    }
-    row->read_accesses++;
-    row->read_misses += o != HIT;
-    row->slow_reads += o != HIT;
-    note_latency (s, hc_timing_model_io (o == HIT ? s->nand : s->hdd, false, b0 << bs_shift, bs));
+    else
+      note_latency (s, price_run (s, o != HIT, b0, 1, bs_shift));
     return;
   }
   double us = 0;
@@ -348,25 +371,7 @@ sim_request (struct sim *s, const struct hc_trace_req *q, struct hc_hint h, cons
   uint64_t run_start = 0, run_len = 0, bypassed_run_start = 0, bypassed_run_len = 0;
 
   for (uint64_t b = b0, i = 0; b <= b1; b++, i++) {
-    uint64_t dirty_evicted;
-    enum outcome o = s->is_belady ? bel_access (s, b, next[i], write, bs, &dirty_evicted)
-                                  : dir_access (s, b, h, write, seq, bs, &dirty_evicted);
-    /* (accesses, misses and admissions are sums, made at the end) */
-    if (write)
-      row->write_accesses++;
-    else
-      row->read_accesses++;
-    if (o != HIT) {
-      if (write)
-        row->write_misses++;
-      else
-        row->read_misses++;
-      row->bypasses += o == MISS_BYPASSED;
-    }
-    if (dirty_evicted != INF) {
-      row->dirty_evictions++;
-      row->slow_writes++;
-    }
+    enum outcome o = count_access (s, b, next ? next[i] : 0, h, write, seq, bs);
     if (write) {
       /* A bypassed write goes to the disk; consecutive ones as one I/O. */
       if (o == MISS_BYPASSED) {
@@ -386,26 +391,15 @@ sim_request (struct sim *s, const struct hc_trace_req *q, struct hc_hint h, cons
       run_len++;
       continue;
     }
-    if (run_kind == 0)
-      us += hc_timing_model_io (s->nand, false, run_start << bs_shift, run_len << bs_shift);
-    else if (run_kind == 1) {
-      us += hc_timing_model_io (s->hdd, false, run_start << bs_shift, run_len << bs_shift);
-      row->slow_reads++;
-    }
+    if (run_kind >= 0)
+      us += price_run (s, run_kind, run_start, run_len, bs_shift);
     run_kind = kind;
     run_start = b;
     run_len = 1;
   }
   row->slow_writes += bypassed_run_len != 0;
-  if (!write) {
-    if (run_kind == 0)
-      us += hc_timing_model_io (s->nand, false, run_start << bs_shift, run_len << bs_shift);
-    else if (run_kind == 1) {
-      us += hc_timing_model_io (s->hdd, false, run_start << bs_shift, run_len << bs_shift);
-      row->slow_reads++;
-    }
-    note_latency (s, us);
-  }
+  if (!write)
+    note_latency (s, us + price_run (s, run_kind, run_start, run_len, bs_shift));
 }
 
 static void
