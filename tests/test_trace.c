@@ -77,6 +77,22 @@ open_trace (const char *path, enum hc_trace_format format, bool strict)
   return rc == 0 ? t : NULL;
 }
 
+/* Appends a request to a. */
+static void
+add_req (struct reqs *a, const hc_trace *t, const struct hc_trace_req *r)
+{
+  if (a->n == a->cap) {
+    a->cap = a->cap ? a->cap * 2 : 64;
+    a->v = realloc (a->v, a->cap * sizeof *a->v);
+    if (!a->v)
+      abort ();
+  }
+  a->v[a->n].r = *r;
+  a->v[a->n].comm = hc_trace_string (t, r->comm);
+  a->v[a->n].object = hc_trace_string (t, r->object);
+  a->n++;
+}
+
 /* Reads t to its end (or first error); strings stay owned by t. */
 static struct reqs
 read_all (hc_trace *t)
@@ -84,18 +100,28 @@ read_all (hc_trace *t)
   struct reqs a = { 0 };
   struct hc_trace_req r;
 
-  while (t && (a.rc = hc_trace_next (t, &r)) == 1) {
-    if (a.n == a.cap) {
-      a.cap = a.cap ? a.cap * 2 : 64;
-      a.v = realloc (a.v, a.cap * sizeof *a.v);
-      if (!a.v)
-        abort ();
-    }
-    a.v[a.n].r = r;
-    a.v[a.n].comm = hc_trace_string (t, r.comm);
-    a.v[a.n].object = hc_trace_string (t, r.object);
-    a.n++;
+  while (t && (a.rc = hc_trace_next (t, &r)) == 1)
+    add_req (&a, t, &r);
+  return a;
+}
+
+/* The same through hc_trace_read, in batches of random sizes (mostly
+ * small, sometimes up to 300); a.rc: 1 after requests, as read_all. */
+static struct reqs
+read_batches (hc_trace *t)
+{
+  struct reqs a = { 0 };
+  struct hc_trace_req r[300];
+  long got = 1;
+
+  while (t && got > 0) {
+    size_t want = 1 + test_rand (test_rand (4) ? 8 : 300);
+    got = hc_trace_read (t, r, want);
+    CHECK (got <= (long) want, "hc_trace_read gave %ld of %zu", got, want);
+    for (long i = 0; i < got; i++)
+      add_req (&a, t, &r[i]);
   }
+  a.rc = (int) got;
   return a;
 }
 
@@ -151,9 +177,11 @@ slurp (const char *path, size_t *len)
   return (unsigned char *) text;
 }
 
-/* Converts a trace to bin; returns 0 or the first error. */
+/* Converts a trace to bin, `times` over (rewinding between: the repeats
+ * are runs of requests with no string definitions among them); returns 0
+ * or the first error. */
 static int
-to_bin (hc_trace *t, const char *out)
+to_bin_times (hc_trace *t, const char *out, int times)
 {
   hc_trace_writer *w;
   struct hc_trace_req r;
@@ -163,13 +191,24 @@ to_bin (hc_trace *t, const char *out)
   CHECK (rc == 0, "writer open %s: %s", out, why);
   if (rc < 0)
     return rc;
-  while ((rc = hc_trace_next (t, &r)) == 1)
-    if ((rc = hc_trace_write (w, &r, t)) < 0)
+  for (int i = 0; i < times && rc == 0; i++) {
+    if (i && (rc = hc_trace_rewind (t)) < 0)
       break;
+    while ((rc = hc_trace_next (t, &r)) == 1)
+      if ((rc = hc_trace_write (w, &r, t)) < 0)
+        break;
+  }
   CHECK (rc == 0, "conversion to %s: %d %s", out, rc, hc_trace_error (t));
   int rc2 = hc_trace_writer_close (w);
   CHECK (rc2 == 0, "writer close: %d", rc2);
   return rc ? rc : rc2;
+}
+
+/* Converts a trace to bin once. */
+static int
+to_bin (hc_trace *t, const char *out)
+{
+  return to_bin_times (t, out, 1);
 }
 
 /* Names -------------------------------------------------------------------- */
@@ -652,7 +691,8 @@ check_totals (hc_trace *b, const struct reqs *a, const char *what)
          (unsigned long long) want.footprint_blocks, (unsigned long long) want.max_end);
 }
 
-/* A trace converted to bin reads back identically; returns the bin path. */
+/* A trace converted to bin reads back identically, one request at a time
+ * and in batches. */
 static void
 check_bin_roundtrip (const char *src, const char *bin)
 {
@@ -670,8 +710,13 @@ check_bin_roundtrip (const char *src, const char *bin)
   same_reqs (&a, &c, hc_trace_skipped (t, NULL) == 0, bin);
   if (b)
     check_totals (b, &c, bin);
+  CHECK (b && hc_trace_rewind (b) == 0, "rewind %s", bin);
+  struct reqs d = read_batches (b);
+  CHECK (d.rc == 0, "%s: batched read rc %d (%s)", bin, d.rc, b ? hc_trace_error (b) : "");
+  same_reqs (&c, &d, true, bin);
   free_reqs (&a);
   free_reqs (&c);
+  free_reqs (&d);
   hc_trace_close (b);
   hc_trace_close (t);
 }
@@ -901,48 +946,64 @@ test_oracle (void)
  * a negative errno, and an error stays; every request has its fields in
  * range, a length of at most HC_TRACE_MAX_LENGTH and an end that does not
  * overflow; strict mode returns no request after skipping any; a rewind
- * reads the same again.  Returns the requests read (0 if it did not open). */
+ * read in batches (hc_trace_read) gives the same requests, end and errors.
+ * Returns the requests read (0 if it did not open). */
 static size_t
 check_mutant (const char *path, enum hc_trace_format format, bool strict, const char *what)
 {
   struct hc_trace_opts o = { .format = format, .strict = strict };
   hc_trace *t = NULL;
-  char why[256] = "";
+  char why[256] = "", err[320] = "";
   int rc = hc_trace_open (path, &o, &t, why, sizeof why);
-  size_t n[2] = { 0, 0 };
-  int end[2] = { 0, 0 };
+  struct reqs got[2] = { { 0 } };
+  uint64_t skipped = 0, first_bad = 0, first_bad1;
 
   if (rc < 0) {
     CHECK (!t && rc > -4096 && why[0], "%s: open failed without a reason: %d", what, rc);
     return 0;
   }
+  /* Pass 0 one request at a time, pass 1 (rewound) in batches. */
   for (int pass = 0; pass < 2; pass++) {
-    struct hc_trace_req r;
-    while ((rc = hc_trace_next (t, &r)) == 1 && n[pass] < 100000) {
-      n[pass]++;
-      if (r.op > HC_TOP_FLUSH || r.label >= HC_LABEL_COUNT || r.ioprio_class > 3
-          || r.ioprio_level > 7 || r.ioprio_hint > 1023 || r.rwbs > 0x1f
-          || r.length > HC_TRACE_MAX_LENGTH || r.offset > UINT64_MAX - r.length) {
-        CHECK (0, "%s: request %zu out of range (op %u, length %llu, offset %llu)", what,
-               n[pass], r.op, (unsigned long long) r.length, (unsigned long long) r.offset);
-        hc_trace_close (t);
-        return n[0];
+    got[pass] = pass ? read_batches (t) : read_all (t);
+    rc = got[pass].rc;
+    for (size_t i = 0; i < got[pass].n; i++) {
+      const struct hc_trace_req *r = &got[pass].v[i].r;
+      if (r->op > HC_TOP_FLUSH || r->label >= HC_LABEL_COUNT || r->ioprio_class > 3
+          || r->ioprio_level > 7 || r->ioprio_hint > 1023 || r->rwbs > 0x1f
+          || r->length > HC_TRACE_MAX_LENGTH || r->offset > UINT64_MAX - r->length) {
+        CHECK (0, "%s: request %zu out of range (op %u, length %llu, offset %llu)", what, i + 1,
+               r->op, (unsigned long long) r->length, (unsigned long long) r->offset);
+        break;
       }
     }
-    end[pass] = rc;
-    CHECK (rc == 0 || (rc < 0 && rc > -4096), "%s: hc_trace_next gave %d", what, rc);
-    if (rc < 0)
-      CHECK (hc_trace_next (t, &r) == rc, "%s: error %d not sticky", what, rc);
+    CHECK (rc == 0 || (rc < 0 && rc > -4096), "%s: reading gave %d", what, rc);
+    if (rc < 0) {
+      struct hc_trace_req r;
+      CHECK (hc_trace_next (t, &r) == rc && hc_trace_read (t, &r, 1) == rc,
+             "%s: error %d not sticky", what, rc);
+    }
     if (strict && rc == 0)
       CHECK (hc_trace_skipped (t, NULL) == 0, "%s: strict skipped a line", what);
-    if (pass == 0 && hc_trace_rewind (t) < 0)
-      break;
-    if (pass == 1)
-      CHECK (n[1] == n[0] && end[1] == end[0], "%s: rewind read %zu (%d), first %zu (%d)", what,
-             n[1], end[1], n[0], end[0]);
+    if (pass == 0) {
+      skipped = hc_trace_skipped (t, &first_bad);
+      snprintf (err, sizeof err, "%s", hc_trace_error (t));
+      if (hc_trace_rewind (t) < 0)
+        break;
+    } else {
+      same_reqs (&got[0], &got[1], true, what);
+      CHECK (got[1].rc == got[0].rc && hc_trace_skipped (t, &first_bad1) == skipped
+             && first_bad1 == first_bad && strcmp (hc_trace_error (t), err) == 0,
+             "%s: rewound and read in batches: end %d, %llu skipped, '%s'; one at a time: end "
+             "%d, %llu skipped, '%s'", what, got[1].rc,
+             (unsigned long long) hc_trace_skipped (t, NULL), hc_trace_error (t), got[0].rc,
+             (unsigned long long) skipped, err);
+    }
   }
   hc_trace_close (t);
-  return n[0];
+  free_reqs (&got[1]);
+  size_t n = got[0].n;
+  free_reqs (&got[0]);
+  return n;
 }
 
 /* Every reader on mutants of its samples (and of a bin, an oracle and a
@@ -964,10 +1025,12 @@ test_mutants (void)
   const unsigned per_seed = 300;
   size_t total = 0, opened = 0;
 
-  /* The bin seed, from the CSV sample (the oracle one test_oracle wrote). */
+  /* The bin seed, from the CSV sample six times over, so that most of it
+   * is long runs of plain records, read in bulk by hc_trace_read (the
+   * oracle seed is the one test_oracle wrote). */
   hc_trace *t = open_trace (sample ("sample.csv"), HC_TRACE_AUTO, false);
   if (t)
-    to_bin (t, scratch ("t.bin"));
+    to_bin_times (t, scratch ("t.bin"), 6);
   hc_trace_close (t);
   for (size_t i = 0; i < sizeof seeds / sizeof seeds[0]; i++) {
     const char *src = seeds[i].name[0] == 't' && seeds[i].name[1] == '.' ? scratch (seeds[i].name)

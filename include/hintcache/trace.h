@@ -135,6 +135,13 @@ int hc_trace_open (const char *path, const struct hc_trace_opts *o, hc_trace **o
  * truncated or corrupt compressed stream or a read error). */
 int hc_trace_next (hc_trace *t, struct hc_trace_req *r);
 
+/* Reads up to n requests into r[0 … n−1]: the same requests, checks and
+ * errors as n calls of hc_trace_next, at less cost per request in the binary
+ * form.  Returns how many were read (1 … n; fewer than n need not mean the
+ * end), 0 at the end, or a negative errno as hc_trace_next; an error met
+ * after some requests were read is returned by the next call. */
+long hc_trace_read (hc_trace *t, struct hc_trace_req *r, size_t n);
+
 /* Restarts from the first request.  Returns 0 or a negative errno. */
 int hc_trace_rewind (hc_trace *t);
 

@@ -505,11 +505,12 @@ struct worker {
 /* Loading ahead.  An access to a large map waits for memory three times
  * over: for its buckets, then for the entry they name, then — a hit moves
  * the block to the head of its queue — for the entries of its neighbours on
- * the queue, which it writes.  The worker reads requests LOOKAHEAD ahead of
- * the one it simulates, and starts those loads in the same order, each
- * once the one before has had time to arrive: the buckets when a request is
- * read, the entry they name ENTRY_AHEAD requests before its turn, the
- * neighbours' entries LINKS_AHEAD before.  A request in between can change
+ * the queue, which it writes.  The worker keeps at least LOOKAHEAD requests
+ * read beyond the one it simulates (reading BATCH at a time), and starts
+ * those loads in the same order, each once the one before has had time to
+ * arrive: the buckets LOOKAHEAD requests before a request's turn, the entry
+ * they name ENTRY_AHEAD before, the neighbours' entries LINKS_AHEAD
+ * before.  A request in between can change
  * what is there; a load started for nothing costs only the load.
  *
  * The second and third steps cost instructions (a hash and a bucket scan
@@ -521,6 +522,7 @@ struct worker {
 #define LOOKAHEAD 8
 #define ENTRY_AHEAD 4
 #define LINKS_AHEAD 2
+#define BATCH 64 /* requests read at a time (hc_trace_read) */
 
 struct ahead {
   struct hc_map **maps; /* the engine simulators' maps */
@@ -563,7 +565,7 @@ has_blocks (const struct hc_trace_req *q)
   return (q->op == HC_TOP_READ || q->op == HC_TOP_WRITE) && q->length;
 }
 
-/* Step 1, for the request just read (the caller keeps the maps in
+/* Step 1, for the request LOOKAHEAD ahead (the caller keeps the maps in
  * registers: they are read for every request). */
 static void
 ahead_read (struct hc_map *const *maps, size_t nmaps, const struct hc_trace_req *q, unsigned sh)
@@ -573,16 +575,16 @@ ahead_read (struct hc_map *const *maps, size_t nmaps, const struct hc_trace_req 
       hc_map_prefetch (maps[i], q->offset >> sh);
 }
 
-/* Steps 2 and 3, before simulating the request in slot `first` (`queued`
- * requests are in the ring); only if a->deep.  Not inlined: in the worker's
- * loop it would crowd out what the compiler inlines there for every
- * replay. */
+/* Steps 2 and 3, before simulating request number `serial`, q[0] (q[1] …
+ * q[queued − 1] come after it); only if a->deep.  Not inlined: in the
+ * worker's loop it would crowd out what the compiler inlines there for
+ * every replay. */
 static __attribute__ ((noinline)) void
-ahead_step (struct ahead *a, const struct hc_trace_req *ring, unsigned first, unsigned queued,
+ahead_step (struct ahead *a, const struct hc_trace_req *q, size_t queued, uint64_t serial,
             unsigned sh)
 {
-  const unsigned e = (first + ENTRY_AHEAD) % LOOKAHEAD, l = (first + LINKS_AHEAD) % LOOKAHEAD;
-  const bool step2 = queued > ENTRY_AHEAD && has_blocks (&ring[e]);
+  const unsigned e = (serial + ENTRY_AHEAD) % LOOKAHEAD, l = (serial + LINKS_AHEAD) % LOOKAHEAD;
+  const bool step2 = queued > ENTRY_AHEAD && has_blocks (&q[ENTRY_AHEAD]);
 
   for (size_t i = 0; i < a->nmaps; i++) {
     const struct hc_map *m = a->maps[i];
@@ -593,7 +595,7 @@ ahead_step (struct ahead *a, const struct hc_trace_req *ring, unsigned first, un
       if (m->blk[c].next != HC_NIL)
         hc_prefetch (&m->blk[m->blk[c].next]);
     }
-    g[e] = c = step2 ? hc_map_guess (m, ring[e].offset >> sh) : HC_NIL;
+    g[e] = c = step2 ? hc_map_guess (m, q[ENTRY_AHEAD].offset >> sh) : HC_NIL;
     if (c != HC_NIL)
       hc_prefetch (&m->blk[c]);
   }
@@ -604,14 +606,16 @@ worker_main (void *arg)
 {
   struct worker *w = arg;
   hc_trace *t = w->t;
-  struct hc_trace_req ring[LOOKAHEAD];
+  struct hc_trace_req reqs[BATCH + LOOKAHEAD]; /* [i, n): read, not yet simulated */
+  size_t i = 0, n = 0;
+  long got = 1; /* the last read's result: 0 at the end, < 0 on an error */
   struct hc_seq seq = { 0 }; /* sequential runs: the same for every simulator */
   uint64_t access_index = 0, until_progress = w->requests / 200 + 1;
   const unsigned sh = w->bs_shift;
-  unsigned first = 0, queued = 0, nactive = 0;
+  unsigned nactive = 0;
   enum hc_strategy active[HC_STRATEGY_COUNT]; /* the strategies with rules to classify by */
   struct ahead ahead;
-  int rc = 1;
+  int rc;
 
   if (ahead_init (&ahead, w->sims, w->nsims) < 0) {
     ahead_fini (&ahead);
@@ -630,36 +634,41 @@ worker_main (void *arg)
   struct hc_map *const *maps = ahead.maps;
   const size_t nmaps = ahead.nmaps;
   const bool deep = ahead.deep;
-  while (queued < LOOKAHEAD && (rc = hc_trace_next (t, &ring[queued])) == 1)
-    ahead_read (maps, nmaps, &ring[queued++], sh);
-  while (queued) {
-    const struct hc_trace_req *q = &ring[first];
+  for (;;) {
+    /* Keeps LOOKAHEAD requests read beyond the one simulated. */
+    if (n - i <= LOOKAHEAD && got > 0) {
+      memmove (reqs, reqs + i, (n - i) * sizeof *reqs);
+      n -= i;
+      i = 0;
+      if ((got = hc_trace_read (t, reqs + n, BATCH + LOOKAHEAD - n)) > 0)
+        n += (size_t) got;
+    }
+    if (i == n)
+      break;
+    const struct hc_trace_req *q = &reqs[i];
     struct hc_hint h[HC_STRATEGY_COUNT] = { { 0 } };
     const uint64_t *next = NULL;
     const bool accesses = has_blocks (q);
     const bool is_seq = accesses && w->need_seq
                         && hc_seq_update (&seq, NULL, q->offset, q->length, SEQ_CUTOFF);
 
+    if (i + LOOKAHEAD < n)
+      ahead_read (maps, nmaps, &reqs[i + LOOKAHEAD], sh);
     if (deep)
-      ahead_step (&ahead, ring, first, queued, sh);
-    for (unsigned i = 0; i < nactive; i++)
-      h[active[i]] = hc_rules_classify (w->rules[active[i]], q, t);
+      ahead_step (&ahead, q, n - i, w->seen.requests, sh);
+    for (unsigned k = 0; k < nactive; k++)
+      h[active[k]] = hc_rules_classify (w->rules[active[k]], q, t);
     if (w->next_uses && accesses)
       next = w->next_uses + access_index;
-    for (size_t i = 0; i < w->nsims; i++)
-      sim_request (w->sims[i], q, h[w->sims[i]->strategy_index], next, sh, is_seq);
+    for (size_t k = 0; k < w->nsims; k++)
+      sim_request (w->sims[k], q, h[w->sims[k]->strategy_index], next, sh, is_seq);
     w->seen.requests++;
     if (accesses) {
       access_index += ((q->offset + q->length - 1) >> sh) - (q->offset >> sh) + 1;
       if (q->offset + q->length > w->seen.max_end)
         w->seen.max_end = q->offset + q->length;
     }
-    /* Its slot takes the request LOOKAHEAD further on. */
-    if (rc == 1 && (rc = hc_trace_next (t, &ring[first])) == 1)
-      ahead_read (maps, nmaps, &ring[first], sh);
-    else
-      queued--;
-    first = (first + 1) % LOOKAHEAD;
+    i++;
     if (--until_progress == 0) {
       until_progress = w->requests / 200 + 1;
       if (w->cfg && w->cfg->progress)
@@ -667,8 +676,8 @@ worker_main (void *arg)
     }
   }
   w->seen.block_accesses = access_index;
-  if (rc < 0) {
-    w->rc = rc;
+  if (got < 0) {
+    w->rc = (int) got;
     snprintf (w->why, sizeof w->why, "%s", hc_trace_error (t));
   } else if (w->cfg && w->cfg->progress)
     w->cfg->progress (w->cfg->progress_arg, 1.0);

@@ -45,10 +45,12 @@
  *
  * Speed: requests are decoded straight out of the 1 MiB input buffer with
  * fixed offsets, so reading costs a few loads and a range check per record;
- * definitions are rare.  A request whose values are out of range (an op or
- * label that does not exist, an undefined string id) is a malformed record,
- * skipped or, under strict, an error; an unknown tag or a cut record is
- * corruption (-EIO), as records can no longer be told apart.
+ * definitions are rare.  hc_trace_read takes the records lying whole in the
+ * buffer in one loop (bin_read), without a call per record.  A request
+ * whose values are out of range (an op or label that does not exist, an
+ * undefined string id) is a malformed record, skipped or, under strict, an
+ * error; an unknown tag or a cut record is corruption (-EIO), as records can
+ * no longer be told apart.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -233,6 +235,32 @@ bin_end (struct hc_trace *t)
   return 0;
 }
 
+/* Decodes the request record at p; false if a value is out of range (one
+ * test covers every field a writer could not have produced). */
+static inline bool
+decode_req (const struct hc_trace *t, const unsigned char *p, struct hc_trace_req *r)
+{
+  const uint32_t comm = hc_ld32 (p + 40), object = hc_ld32 (p + 44);
+
+  r->op = p[1];
+  r->label = p[2];
+  r->ioprio_class = p[3];
+  r->ioprio_level = p[4];
+  r->ioprio_hint = hc_ld16 (p + 6);
+  r->rwbs = hc_ld16 (p + 8);
+  r->pid = hc_ld32 (p + 12);
+  r->ts_ns = hc_ld64 (p + 16);
+  r->offset = hc_ld64 (p + 24);
+  r->length = hc_ld64 (p + 32);
+  if (r->op > HC_TOP_FLUSH || r->label >= HC_LABEL_COUNT || r->ioprio_class > 3
+      || r->ioprio_level > 7 || r->ioprio_hint > 1023 || r->rwbs > 0x1f || comm > t->bin_nmap
+      || object > t->bin_nmap)
+    return false;
+  r->comm = comm ? t->bin_map[comm] : 0;
+  r->object = object ? t->bin_map[object] : 0;
+  return true;
+}
+
 /* Reads the next request. */
 static int
 bin_next (struct hc_trace *t, struct hc_trace_req *r)
@@ -243,7 +271,6 @@ bin_next (struct hc_trace *t, struct hc_trace_req *r)
     return rc;
   for (;;) {
     const unsigned char *p;
-    uint32_t comm, object;
 
     if (t->bin_ended)
       return 0;
@@ -278,31 +305,37 @@ bin_next (struct hc_trace *t, struct hc_trace_req *r)
     t->pos += REQ;
     t->lineno++;
     t->bin_count++;
-    r->op = p[1];
-    r->label = p[2];
-    r->ioprio_class = p[3];
-    r->ioprio_level = p[4];
-    r->ioprio_hint = hc_ld16 (p + 6);
-    r->rwbs = hc_ld16 (p + 8);
-    r->pid = hc_ld32 (p + 12);
-    r->ts_ns = hc_ld64 (p + 16);
-    r->offset = hc_ld64 (p + 24);
-    r->length = hc_ld64 (p + 32);
-    comm = hc_ld32 (p + 40);
-    object = hc_ld32 (p + 44);
-    /* One test covers every field a writer could not have produced. */
-    if (r->op > HC_TOP_FLUSH || r->label >= HC_LABEL_COUNT || r->ioprio_class > 3
-        || r->ioprio_level > 7 || r->ioprio_hint > 1023 || r->rwbs > 0x1f || comm > t->bin_nmap
-        || object > t->bin_nmap) {
+    if (!decode_req (t, p, r)) {
       hc_trace_bad (t, "field out of range or undefined string id");
       if ((rc = hc_trace_malformed (t)) < 0)
         return rc;
       continue;
     }
-    r->comm = comm ? t->bin_map[comm] : 0;
-    r->object = object ? t->bin_map[object] : 0;
     return 1;
   }
+}
+
+/* Decodes the request records that lie whole in the buffer, up to n, until
+ * one needs bin_next. */
+static size_t
+bin_read (struct hc_trace *t, struct hc_trace_req *r, size_t n)
+{
+  const unsigned char *p = (const unsigned char *) t->buf + t->pos;
+  size_t got = 0;
+
+  if (!t->bin_started || t->bin_ended)
+    return 0;
+  if (n > (t->fill - t->pos) / REQ)
+    n = (t->fill - t->pos) / REQ;
+  while (got < n && p[0] == TAG_REQ && decode_req (t, p, &r[got])
+         && hc_trace_req_in_range (&r[got])) {
+    got++;
+    p += REQ;
+  }
+  t->pos += got * REQ;
+  t->lineno += got;
+  t->bin_count += got;
+  return got;
 }
 
 /* Writes the header. */
@@ -467,6 +500,7 @@ const struct hc_trace_fmt hc_trace_fmt_bin = {
   .probe = bin_probe,
   .reset = bin_reset,
   .next = bin_next,
+  .read = bin_read,
   .totals = bin_totals,
   .wopen = bin_wopen,
   .write = bin_write,

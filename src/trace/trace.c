@@ -832,19 +832,15 @@ err:
   return rc;
 }
 
-/* Reads the next request: the one door every format's requests pass, where
- * what holds for all of them is checked. */
-int
-hc_trace_next (hc_trace *t, struct hc_trace_req *r)
+/* The next request through the format, checked for what holds for every
+ * format's requests (the one place those checks live). */
+static int
+next_checked (hc_trace *t, struct hc_trace_req *r)
 {
   int rc;
 
-  if (!t || !r)
-    return -EINVAL;
-  if (t->status)
-    return t->status;
   while ((rc = t->fmt->next ? t->fmt->next (t, r) : text_next (t, r)) == 1
-         && (r->length > HC_TRACE_MAX_LENGTH || r->offset > UINT64_MAX - r->length)) {
+         && !hc_trace_req_in_range (r)) {
     if (r->length > HC_TRACE_MAX_LENGTH)
       hc_trace_bad (t, "length %llu bytes: a request is under 4 GiB",
                     (unsigned long long) r->length);
@@ -854,9 +850,50 @@ hc_trace_next (hc_trace *t, struct hc_trace_req *r)
     if ((rc = hc_trace_malformed (t)) < 0)
       break;
   }
-  if (rc < 0)
+  return rc;
+}
+
+/* Reads the next request: the door every request passes, one at a time. */
+int
+hc_trace_next (hc_trace *t, struct hc_trace_req *r)
+{
+  int rc;
+
+  if (!t || !r)
+    return -EINVAL;
+  if (t->status)
+    return t->status;
+  if ((rc = next_checked (t, r)) < 0)
     t->status = rc;
   return rc;
+}
+
+/* Reads up to n requests: the same door, many at a time.  A format with a
+ * `read` op decodes the plain records in bulk; whatever it leaves (a refill,
+ * a definition, a malformed record, the end) takes the one-at-a-time path,
+ * so both paths see the same requests and the same errors.  An error met
+ * after some requests were read is kept for the next call. */
+long
+hc_trace_read (hc_trace *t, struct hc_trace_req *r, size_t n)
+{
+  size_t got = 0;
+  int rc;
+
+  if (!t || !r || n == 0)
+    return -EINVAL;
+  if (t->status)
+    return t->status;
+  while (got < n) {
+    if (t->fmt->read && (got += t->fmt->read (t, r + got, n - got)) == n)
+      break;
+    if ((rc = next_checked (t, r + got)) <= 0) {
+      if (rc < 0)
+        t->status = rc;
+      return got ? (long) got : rc;
+    }
+    got++;
+  }
+  return (long) got;
 }
 
 /* Restarts at the first request. */
@@ -1034,7 +1071,7 @@ write_req (hc_trace_writer *w, const struct hc_trace_req *r, const hc_trace *src
    * reads back. */
   if (r->op > HC_TOP_FLUSH || r->label >= HC_LABEL_COUNT || r->ioprio_class > 3
       || r->ioprio_level > 7 || r->ioprio_hint > 1023 || r->rwbs > 0x1f
-      || r->length > HC_TRACE_MAX_LENGTH || r->offset > UINT64_MAX - r->length)
+      || !hc_trace_req_in_range (r))
     return -EINVAL;
   if ((rc = w->fmt->write (w, r, src, comm, object)) < 0)
     w->err = rc;
