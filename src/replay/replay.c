@@ -41,7 +41,8 @@
 #include "util.h"
 
 #define FINE_PER_OCTAVE 64 /* the histogram p99 is computed from */
-#define FINE_BUCKETS (20 * FINE_PER_OCTAVE)
+#define FINE_BUCKETS (20 * FINE_PER_OCTAVE) /* 1 µs … 1 s, as the row's HC_LAT_BUCKETS */
+_Static_assert (FINE_BUCKETS % HC_LAT_BUCKETS == 0, "a row bucket is whole fine buckets");
 #define LAT_BATCH 64 /* latencies binned together */
 #define BELADY_POLICY "belady"
 #define INF UINT64_MAX
@@ -276,8 +277,7 @@ bin_latencies (struct sim *s)
 {
   for (unsigned i = 0; i < s->npending; i++) {
     double us = s->pending[i];
-    unsigned fine = fine_index (us), coarse = fine / (FINE_PER_OCTAVE / 8);
-    s->row.latency_hist[coarse < HC_LAT_BUCKETS ? coarse : HC_LAT_BUCKETS - 1]++;
+    unsigned fine = fine_index (us);
     s->fine[fine < FINE_BUCKETS ? fine : FINE_BUCKETS - 1]++;
     s->lat_sum += us;
   }
@@ -408,6 +408,9 @@ sim_finish (struct sim *s)
   struct hc_replay_row *row = &s->row;
 
   bin_latencies (s);
+  /* The row's histogram, 8 buckets per octave, from the fine one. */
+  for (unsigned i = 0; i < FINE_BUCKETS; i++)
+    row->latency_hist[i / (FINE_BUCKETS / HC_LAT_BUCKETS)] += s->fine[i];
   row->accesses = row->read_accesses + row->write_accesses;
   row->misses = row->read_misses + row->write_misses;
   row->admissions = row->misses - row->bypasses;
