@@ -157,7 +157,7 @@ static bool always (void *arg, uint32_t c) { (void) arg, (void) c; return true; 
 enum outcome { HIT, MISS_ADMITTED, MISS_BYPASSED };
 
 /* One block access through an engine policy. */
-static enum outcome
+static inline __attribute__ ((always_inline)) enum outcome
 dir_access (struct sim *s, uint64_t blk, struct hc_hint h, bool write, bool seq, uint32_t bs,
             uint64_t *dirty_evicted)
 {
@@ -637,6 +637,9 @@ worker_main (void *arg)
   struct hc_map *const *maps = ahead.maps;
   const size_t nmaps = ahead.nmaps;
   const bool deep = ahead.deep;
+  struct sim *const *sims = w->sims; /* (locals: the simulators' stores cannot change them) */
+  const size_t nsims = w->nsims;
+  uint64_t requests = 0, max_end = 0;
   for (;;) {
     /* Keeps LOOKAHEAD requests read beyond the one simulated. */
     if (n - i <= LOOKAHEAD && got > 0) {
@@ -658,27 +661,29 @@ worker_main (void *arg)
     if (i + LOOKAHEAD < n)
       ahead_read (maps, nmaps, &reqs[i + LOOKAHEAD], sh);
     if (deep)
-      ahead_step (&ahead, q, n - i, w->seen.requests, sh);
+      ahead_step (&ahead, q, n - i, requests, sh);
     for (unsigned k = 0; k < nactive; k++)
       h[active[k]] = hc_rules_classify (w->rules[active[k]], q, t);
     if (w->next_uses && accesses)
       next = w->next_uses + access_index;
-    for (size_t k = 0; k < w->nsims; k++)
-      sim_request (w->sims[k], q, h[w->sims[k]->strategy_index], next, sh, is_seq);
-    w->seen.requests++;
+    for (size_t k = 0; k < nsims; k++)
+      sim_request (sims[k], q, h[sims[k]->strategy_index], next, sh, is_seq);
+    requests++;
     if (accesses) {
       access_index += ((q->offset + q->length - 1) >> sh) - (q->offset >> sh) + 1;
-      if (q->offset + q->length > w->seen.max_end)
-        w->seen.max_end = q->offset + q->length;
+      if (q->offset + q->length > max_end)
+        max_end = q->offset + q->length;
     }
     i++;
     if (--until_progress == 0) {
       until_progress = w->requests / 200 + 1;
       if (w->cfg && w->cfg->progress)
-        w->cfg->progress (w->cfg->progress_arg, (double) w->seen.requests / w->requests);
+        w->cfg->progress (w->cfg->progress_arg, (double) requests / w->requests);
     }
   }
+  w->seen.requests = requests;
   w->seen.block_accesses = access_index;
+  w->seen.max_end = max_end;
   if (got < 0) {
     w->rc = (int) got;
     snprintf (w->why, sizeof w->why, "%s", hc_trace_error (t));
