@@ -16,7 +16,7 @@
  * Goals: lru ≥ 10 M accesses/s, hintaware ≥ 5 M accesses/s on one core.
  * The machines this runs on are shared: the trace is locked in memory (the
  * page cache would otherwise drop it, and a replay would wait for the disk)
- * and each figure is the best of three runs, taken in three rounds over
+ * and each figure is the best of five runs, taken in five rounds over
  * every configuration.
  * Usage: bench_replay [--quick] (1 M accesses)
  */
@@ -268,7 +268,7 @@ run_once (const char *path, const char *policy, const char *size, enum hc_strate
 /* Rounds: every configuration runs once per round, in turn, and keeps its
  * best; on a shared machine whose speed drifts over minutes, that spreads
  * each one's runs over the whole benchmark instead of one stretch of it. */
-#define RUNS 3
+#define RUNS 5
 
 int
 main (int argc, char **argv)

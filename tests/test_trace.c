@@ -712,7 +712,11 @@ check_bin_roundtrip (const char *src, const char *bin)
     check_totals (b, &c, bin);
   CHECK (b && hc_trace_rewind (b) == 0, "rewind %s", bin);
   struct reqs d = read_batches (b);
-  CHECK (d.rc == 0, "%s: batched read rc %d (%s)", bin, d.rc, b ? hc_trace_error (b) : "");
+  struct hc_trace_req r;
+  CHECK (d.rc == 0 && hc_trace_read (b, &r, 1) == 0, "%s: batched read rc %d (%s)", bin, d.rc,
+         b ? hc_trace_error (b) : "");
+  CHECK (hc_trace_read (b, &r, 0) == -EINVAL && hc_trace_read (b, NULL, 1) == -EINVAL
+         && hc_trace_read (NULL, &r, 1) == -EINVAL, "hc_trace_read's arguments are checked");
   same_reqs (&c, &d, true, bin);
   free_reqs (&a);
   free_reqs (&c);

@@ -512,9 +512,9 @@ struct worker {
  * read beyond the one it simulates (reading BATCH at a time), and starts
  * those loads in the same order, each once the one before has had time to
  * arrive: the buckets LOOKAHEAD requests before a request's turn, the entry
- * they name ENTRY_AHEAD before, the neighbours' entries LINKS_AHEAD
- * before.  A request in between can change
- * what is there; a load started for nothing costs only the load.
+ * they name ENTRY_AHEAD before, the neighbours' entries LINKS_AHEAD before.
+ * A request in between can change what is there; a load started for
+ * nothing costs only the load.
  *
  * The second and third steps cost instructions (a hash and a bucket scan
  * per map), a loss where the maps are mostly in the core's own cache: they

@@ -883,6 +883,8 @@ hc_trace_read (hc_trace *t, struct hc_trace_req *r, size_t n)
     return -EINVAL;
   if (t->status)
     return t->status;
+  if (n > LONG_MAX)
+    n = LONG_MAX;
   while (got < n) {
     if (t->fmt->read && (got += t->fmt->read (t, r + got, n - got)) == n)
       break;
