@@ -790,6 +790,61 @@ check_deterministic (const char *path)
   free (b);
 }
 
+/* A discard larger than the cache is applied by a walk over the cache, a
+ * smaller one block by block: the same trace with each discard cut into
+ * one-block discards must replay to the same rows, for every policy,
+ * Belady and the oracle, and at sizes both below and above the discards. */
+static void
+check_discard_walk (const char *dir)
+{
+  const enum hc_strategy st[] = { HC_STRATEGY_NONE, HC_STRATEGY_IO, HC_STRATEGY_ORACLE };
+  const char *pols[] = { "lru", "s3fifo", "hintaware", "fifo", "arc", "belady" };
+  const char *sizes[] = { "1%", "10%", "60%" };
+  char whole[512], cut[512];
+  struct hc_replay_row *a = NULL, *b = NULL;
+  size_t na = 0, nb = 0, big = 0;
+  struct hc_replay_summary sa, sb;
+  const uint64_t span = 3000;
+
+  snprintf (whole, sizeof whole, "%s/discards.csv", dir);
+  snprintf (cut, sizeof cut, "%s/discards_cut.csv", dir);
+  FILE *f = fopen (whole, "w"), *g = fopen (cut, "w");
+  const char *head = "ts_ns,op,offset_bytes,length_bytes,flags,ioprio_class,ioprio_hint,"
+                     "ioprio_level,comm,pid,label,object\n";
+  fputs (head, f);
+  fputs (head, g);
+  for (unsigned i = 0; i < 20000; i++) {
+    uint64_t r = next_rand (), blk = (r >> 8) % 5 < 4 ? (r >> 16) % (span / 10) : (r >> 16) % span;
+    if (i % 40 == 39) { /* a discard, up to the whole span, not always aligned */
+      uint64_t off = blk * 4096 + ((r >> 40) % 2 ? 512 : 0), len = ((r >> 44) % span + 1) * 4096;
+      big += len / 4096 > span / 100;
+      fprintf (f, "%u,D,%" PRIu64 ",%" PRIu64 ",D,be,0,4,fstrim,7,,\n", i, off, len);
+      for (uint64_t k = off / 4096; k <= (off + len - 1) / 4096; k++)
+        fprintf (g, "%u,D,%" PRIu64 ",4096,D,be,0,4,fstrim,7,,\n", i, k * 4096);
+      continue;
+    }
+    const char *op = (r >> 60) % 3 ? "R" : "W", *lab = (r >> 58) % 2 ? "table" : "wal";
+    uint64_t len = ((r >> 50) % 3 + 1) * 4096;
+    fprintf (f, "%u,%s,%" PRIu64 ",%" PRIu64 ",%sS,be,0,4,postgres,9,%s,/db/%s\n", i, op,
+             blk * 4096, len, op, lab, lab);
+    fprintf (g, "%u,%s,%" PRIu64 ",%" PRIu64 ",%sS,be,0,4,postgres,9,%s,/db/%s\n", i, op,
+             blk * 4096, len, op, lab, lab);
+  }
+  fclose (f);
+  fclose (g);
+  CHECK (replay (whole, sizes, 3, st, 3, pols, 6, 4096, &a, &na, &sa) == 0, "whole discards");
+  CHECK (replay (cut, sizes, 3, st, 3, pols, 6, 4096, &b, &nb, &sb) == 0, "cut discards");
+  CHECK (big > 100 && sa.discards < sb.discards, "the trace has discards larger than the cache");
+  CHECK (na == nb && na && memcmp (a, b, na * sizeof *a) == 0,
+         "whole and cut discards agree row for row");
+  printf ("  %zu discards larger than the 1%% cache: %zu rows as with one-block discards\n", big,
+          na);
+  free (a);
+  free (b);
+  unlink (whole);
+  unlink (cut);
+}
+
 /* Replaying the binary form, whose totals spare the first pass, gives the
  * rows and summary of replaying the CSV it came from (at the block size of
  * its totals and at another, where the first pass runs); totals that
@@ -881,6 +936,7 @@ main (int argc, char **argv)
   check_deterministic (path);
   check_bin_totals (path, dir);
   check_out_of_range (dir);
+  check_discard_walk (dir);
   /* Caches whose maps are larger than a core's L2 cache (several MB), for
    * which the replayer loads what is coming in three steps: loading ahead
    * must not change a count. */

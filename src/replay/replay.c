@@ -331,6 +331,46 @@ price_run (struct sim *s, bool miss, uint64_t start, uint64_t len, unsigned bs_s
   return hc_timing_model_io (miss ? s->hdd : s->nand, false, start << bs_shift, len << bs_shift);
 }
 
+/* Drops blocks b0 … b1 from a simulator's cache: block by block, or, when
+ * the range is larger than the cache, by one walk over the cache (a trace
+ * that discards a whole device, as mkfs does, would otherwise cost a lookup
+ * per block of the device, per simulator). */
+static void
+sim_discard (struct sim *s, uint64_t b0, uint64_t b1)
+{
+  const uint64_t span = b1 - b0; /* blocks − 1 */
+
+  if (s->is_belady) {
+    struct hc_u64map *m = &s->bel.in;
+    if (span < m->cap) {
+      for (uint64_t b = b0; b <= b1; b++)
+        hc_u64map_del (m, b);
+      return;
+    }
+    /* A delete pulls later members of a probe run back into its hole, so
+     * the slot is looked at again; members only move backwards, so none is
+     * missed. */
+    for (size_t i = 0; i < m->cap; i++)
+      while (m->key[i] && m->key[i] - 1 >= b0 && m->key[i] - 1 <= b1)
+        hc_u64map_del (m, m->key[i] - 1);
+    return;
+  }
+  struct hc_directory *d = &s->dir;
+  if (span < d->map.n) {
+    for (uint64_t b = b0; b <= b1; b++) {
+      uint32_t c = hc_dir_find (d, b);
+      if (c != HC_NIL)
+        hc_dir_invalidate (d, c);
+    }
+    return;
+  }
+  for (uint32_t c = 0; c < d->map.n; c++) {
+    const uint64_t w = d->map.blk[c].meta;
+    if ((w & HC_M_VALID) && hc_meta_origin (w) >= b0 && hc_meta_origin (w) <= b1)
+      hc_dir_invalidate (d, c);
+  }
+}
+
 /* Feeds one request to a simulator.  next: the next use of each of its
  * block accesses (NULL unless Belady). */
 static void
@@ -342,15 +382,8 @@ sim_request (struct sim *s, const struct hc_trace_req *q, struct hc_hint h, cons
   uint64_t b0 = q->offset >> bs_shift, b1 = (q->offset + q->length - 1) >> bs_shift;
 
   if (q->op == HC_TOP_DISCARD) {
-    for (uint64_t b = b0; q->length && b <= b1; b++) {
-      if (s->is_belady) {
-        hc_u64map_del (&s->bel.in, b);
-      } else {
-        uint32_t c = hc_dir_find (&s->dir, b);
-        if (c != HC_NIL)
-          hc_dir_invalidate (&s->dir, c);
-      }
-    }
+    if (q->length)
+      sim_discard (s, b0, b1);
     return;
   }
   if (q->length == 0 || (q->op != HC_TOP_READ && q->op != HC_TOP_WRITE))
