@@ -156,7 +156,8 @@ static bool always (void *arg, uint32_t c) { (void) arg, (void) c; return true; 
 
 enum outcome { HIT, MISS_ADMITTED, MISS_BYPASSED };
 
-/* One block access through an engine policy. */
+/* One block access through an engine policy (forced inline: the compiler
+ * left a call per access, whose register saving cost more than the body). */
 static inline __attribute__ ((always_inline)) enum outcome
 dir_access (struct sim *s, uint64_t blk, struct hc_hint h, bool write, bool seq, uint32_t bs,
             uint64_t *dirty_evicted)
