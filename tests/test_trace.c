@@ -39,6 +39,12 @@ struct reqs {
   int rc; /* what the last hc_trace_next returned */
 };
 
+/* A sample file and the format it is in. */
+struct sample_file {
+  const char *name;
+  enum hc_trace_format format;
+};
+
 /* Joins a directory and a file name into a static rotating buffer. */
 static const char *
 join (const char *dir, const char *name)
@@ -461,10 +467,7 @@ static void
 test_malformed (void)
 {
   /* Detection goes by the majority of lines: these still read as theirs. */
-  static const struct {
-    const char *name;
-    enum hc_trace_format format;
-  } detect[] = {
+  static const struct sample_file detect[] = {
     { "sample_bad.csv", HC_TRACE_CSV },
     { "blkparse_bad.txt", HC_TRACE_BLKPARSE },
     { "msr_bad.csv", HC_TRACE_MSR },
@@ -1016,10 +1019,7 @@ check_mutant (const char *path, enum hc_trace_format format, bool strict, const 
 static void
 test_mutants (void)
 {
-  static const struct {
-    const char *name;
-    enum hc_trace_format format;
-  } seeds[] = {
+  static const struct sample_file seeds[] = {
     { "sample.csv", HC_TRACE_CSV },       { "blkparse.txt", HC_TRACE_BLKPARSE },
     { "ftrace_raw.txt", HC_TRACE_FTRACE }, { "ftrace_raw_new.txt", HC_TRACE_FTRACE },
     { "ftrace_report.txt", HC_TRACE_FTRACE }, { "msr.csv", HC_TRACE_MSR },
