@@ -326,8 +326,8 @@ main (int argc, char **argv)
   printf ("reading the trace alone: %.1f M requests/s (the floor of any replay)\n", read_rate);
   printf ("textbook LRU simulator (hash chains + list, nothing else):");
   for (size_t i = 0; i < 2; i++)
-    printf ("  %s %.2f M access/s (%.0f MB)", runs[i].size, best[i].accesses / best[i].seconds / 1e6,
-            best[i].rss_kb / 1024.0);
+    printf ("  %s %.2f M access/s (%.0f MB)", runs[i].size,
+            best[i].accesses / best[i].seconds / 1e6, best[i].rss_kb / 1024.0);
   printf ("\n\n%-10s %5s %12s %11s %11s %9s %10s\n", "policy", "cache", "M access/s", "vs reading",
           "vs textbook", "miss %", "peak RSS");
   int rc = 0;

@@ -1,8 +1,8 @@
 /* The cache directory and its policies: LRU against an independent
- * reference, S3-FIFO's scan resistance and its ghost, the hint-aware policy reducing to
- * S3-FIFO without hints, the admission rules, class shares, deferred
- * freeing, and victims that must be clean (found past a queue of dirty
- * ones). */
+ * reference, S3-FIFO's scan resistance and its ghost, the hint-aware policy
+ * reducing to S3-FIFO without hints, the admission rules, class shares,
+ * deferred freeing, and victims that must be clean (found past a queue of
+ * dirty ones). */
 #include <math.h>
 #include <string.h>
 
@@ -491,14 +491,15 @@ test_ghost (void)
   for (uint64_t i = 0; i < probes; i++)
     false_pos += hc_ghost_contains (&g, (UINT64_C (1) << 40) + i);
   CHECK_EQ (missing, 0, "every inserted origin is in the ghost (%u missing)", missing);
-  CHECK (false_pos < probes * 3 / 100, "false positives %.2f %% (< 3 %%)", 100.0 * false_pos / probes);
+  CHECK (false_pos < probes * 3 / 100, "false positives %.2f %% (< 3 %%)",
+         100.0 * false_pos / probes);
   /* Two more generations' worth: the first batch is forgotten. */
   for (uint64_t i = 0; i < 2 * half; i++)
     hc_ghost_insert (&g, (UINT64_C (2) << 40) + i);
   for (uint64_t i = 0; i < half; i++)
     remembered += hc_ghost_contains (&g, i * 7919);
-  CHECK (remembered < half / 10, "%u of %u old origins still seen after two generations", remembered,
-         half);
+  CHECK (remembered < half / 10, "%u of %u old origins still seen after two generations",
+         remembered, half);
   printf ("  ghost: %.2f %% false positives at full load\n", 100.0 * false_pos / probes);
   hc_ghost_fini (&g);
 }

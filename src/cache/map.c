@@ -112,6 +112,14 @@ pair_slot (const struct hc_map *m, const struct hc_map_where_s *w, unsigned i)
   return m->slots + (size_t) (i < BUCKET ? w->b1 : w->b2) * BUCKET + i % BUCKET;
 }
 
+/* lanes () over both of origin's candidate buckets: bits 0 … 7 the first,
+ * 8 … 15 the second, as pair_slot numbers them. */
+static inline unsigned
+pair_lanes (const struct hc_map *m, const struct hc_map_where_s *w, uint32_t mask, uint32_t want)
+{
+  return lanes (m, w->b1, mask, want) | lanes (m, w->b2, mask, want) << BUCKET;
+}
+
 int
 hc_map_init (struct hc_map *m, uint32_t n)
 {
@@ -166,8 +174,7 @@ hc_map_lookup (const struct hc_map *m, uint64_t origin)
   const struct hc_map_where_s w = hc_map_where (m, origin);
   uint32_t c, b = w.b2;
 
-  for (unsigned bits = tag_matches (m, w.b1, w.tag) | tag_matches (m, w.b2, w.tag) << BUCKET; bits;
-       bits &= bits - 1) {
+  for (unsigned bits = pair_lanes (m, &w, ~m->idx_mask, w.tag); bits; bits &= bits - 1) {
     c = (*pair_slot (m, &w, (unsigned) __builtin_ctz (bits)) & m->idx_mask) - 1;
     if (hc_meta_origin (m->blk[c].meta) == origin)
       return c;
@@ -185,7 +192,7 @@ uint32_t
 hc_map_guess (const struct hc_map *m, uint64_t origin)
 {
   const struct hc_map_where_s w = hc_map_where (m, origin);
-  const unsigned bits = tag_matches (m, w.b1, w.tag) | tag_matches (m, w.b2, w.tag) << BUCKET;
+  const unsigned bits = pair_lanes (m, &w, ~m->idx_mask, w.tag);
 
   return bits ? (*pair_slot (m, &w, (unsigned) __builtin_ctz (bits)) & m->idx_mask) - 1 : HC_NIL;
 }
@@ -221,7 +228,7 @@ slot_of (struct hc_map *m, uint32_t c, bool unlink)
 {
   const struct hc_map_where_s w = hc_map_where (m, hc_meta_origin (m->blk[c].meta));
   const uint32_t want = (c + 1) | w.tag;
-  unsigned bits = lanes (m, w.b1, UINT32_MAX, want) | lanes (m, w.b2, UINT32_MAX, want) << BUCKET;
+  unsigned bits = pair_lanes (m, &w, UINT32_MAX, want);
 
   if (bits)
     return pair_slot (m, &w, (unsigned) __builtin_ctz (bits));
