@@ -33,14 +33,17 @@
 
 #define BS 4096u
 #define SECT 512u
-#define VOL_BLOCKS 96u
+#define VOL_BLOCKS 256u
+#define WORK_BLOCKS 96u /* the random workloads' blocks: fewer, so that they collide */
 #define SLOW_SIZE ((VOL_BLOCKS + 1) * BS) /* + the label */
-#define FAST_SIZE (8192 + 4096 + 4096 + 4096 + (256u << 10) + 24 * BS)
+/* Superblocks, two checkpoint copies (table, range hints, statistics: 4 KiB
+ * each while the cache has under 63 × 8 blocks), the journal, the data. */
+#define FAST_SIZE(blocks) (8192 + 2 * 3 * 4096 + (256u << 10) + (blocks) * BS)
 #define NOPS 70
 
 /* ---- The workload. ---- */
 
-enum op_kind { OP_WRITE, OP_READ, OP_FLUSH, OP_DISCARD, OP_ZERO, OP_ADVISE, OP_CLEAN };
+enum op_kind { OP_WRITE, OP_READ, OP_FLUSH, OP_DISCARD, OP_ZERO, OP_ADVISE, OP_CLEAN, OP_CHECKPOINT };
 
 struct op {
   enum op_kind kind;
@@ -66,7 +69,7 @@ static const uint8_t classes[] = {
 static void
 make_workload (uint64_t seed, unsigned mix, struct op *ops)
 {
-  const uint64_t size = VOL_BLOCKS * BS;
+  const uint64_t size = WORK_BLOCKS * BS;
   rs = seed * 0x9e3779b97f4a7c15ull + 1;
   for (unsigned i = 0; i < NOPS; i++) {
     struct op *o = &ops[i];
@@ -76,7 +79,7 @@ make_workload (uint64_t seed, unsigned mix, struct op *ops)
       o->kind = OP_WRITE;
       if (rnd () % 2) { /* whole blocks */
         o->len = (1 + rnd () % 3) * BS;
-        o->off = (rnd () % (VOL_BLOCKS - 3)) * BS;
+        o->off = (rnd () % (WORK_BLOCKS - 3)) * BS;
       } else {
         o->len = 1 + rnd () % 6000;
         o->off = rnd () % (size - o->len);
@@ -102,8 +105,10 @@ make_workload (uint64_t seed, unsigned mix, struct op *ops)
       o->hint.advice = adv[rnd () % 4];
       if (rnd () % 2)
         o->hint.cls = classes[rnd () % sizeof classes];
-    } else {
+    } else if (r < 96) {
       o->kind = OP_CLEAN;
+    } else {
+      o->kind = OP_CHECKPOINT; /* what a full journal forces: a commit into the other copy */
     }
     if (mix >= 1 && o->kind != OP_ADVISE && rnd () % 3)
       o->hint.cls = classes[rnd () % sizeof classes];
@@ -187,14 +192,14 @@ struct rig {
 };
 
 static int
-rig_up (struct rig *r, unsigned mode, uint64_t seed)
+rig_up (struct rig *r, unsigned mode, uint64_t seed, unsigned cache_blocks)
 {
   struct hc_format_opts fo = { .mode = mode, .max_ranges = 64 };
   struct hc_open_opts oo = { .no_cleaner = true };
   char why[200];
 
   memset (r, 0, sizeof *r);
-  if (hc_tier_new_memory (FAST_SIZE, &r->fmem) || hc_tier_new_memory (SLOW_SIZE, &r->smem)
+  if (hc_tier_new_memory (FAST_SIZE (cache_blocks), &r->fmem) || hc_tier_new_memory (SLOW_SIZE, &r->smem)
       || hc_power_new (seed, &r->pw) || hc_tier_new_faulty (r->fmem, r->pw, seed, &r->fast)
       || hc_tier_new_faulty (r->smem, r->pw, seed + 1, &r->slow))
     return -ENOMEM;
@@ -209,6 +214,8 @@ rig_up (struct rig *r, unsigned mode, uint64_t seed)
 static void
 rig_down (struct rig *r)
 {
+  if (r->v)
+    hc_volume_close (r->v);
   hc_tier_close (r->fast);
   hc_tier_close (r->slow);
   hc_power_free (r->pw);
@@ -216,13 +223,14 @@ rig_down (struct rig *r)
   hc_tier_close (r->smem);
 }
 
-/* Runs ops until the end or the first failure; keeps the model in step.
- * Returns the index of the op that failed (NOPS if none). */
+/* Runs n ops, then (if asked) closes, until the end or the first failure;
+ * keeps the model in step.  Returns the index of the op that failed (n - 1
+ * if the close did, n if none). */
 static unsigned
-run (struct rig *r, const struct op *ops)
+run (struct rig *r, const struct op *ops, unsigned n, bool and_close)
 {
   static uint8_t buf[4 * BS + 8192];
-  for (unsigned i = 0; i < NOPS; i++) {
+  for (unsigned i = 0; i < n; i++) {
     const struct op *o = &ops[i];
     struct hc_ioctx ctx = { .hint = o->hint };
     int rc = 0;
@@ -269,11 +277,65 @@ run (struct rig *r, const struct op *ops)
     case OP_CLEAN:
       rc = hc_volume_clean (r->v);
       break;
+    case OP_CHECKPOINT:
+      rc = hc_meta_commit (r->v, true);
+      if (rc == 0)
+        for (unsigned b = 0; b < VOL_BLOCKS; b++)
+          model_durable (b);
+      break;
     }
-    if (rc < 0)
+    if (rc < 0) {
+      hc_volume_close (r->v); /* the power is off: this writes nothing */
+      r->v = NULL;
       return i;
+    }
   }
-  return NOPS;
+  if (!and_close)
+    return n;
+  /* Closing commits and checkpoints (twice): a flush, if it completes. */
+  int rc = hc_volume_close (r->v);
+  r->v = NULL;
+  if (rc == 0)
+    for (unsigned b = 0; b < VOL_BLOCKS; b++)
+      model_durable (b);
+  return rc == 0 ? n : n - 1;
+}
+
+/* What the volume reads back, opened read-only on the raw tiers (so that
+ * the open writes nothing).  Returns false if it does not open. */
+static bool
+view (struct rig *r, uint8_t *out, bool verbose, const char *what)
+{
+  struct hc_open_opts oo = { .no_cleaner = true, .read_only = true };
+  char why[200];
+  hc_volume *v;
+
+  if (hc_volume_open (r->fmem, r->smem, &oo, &v, why, sizeof why) < 0) {
+    if (verbose)
+      fprintf (stderr, "%s: read-only open failed: %s\n", what, why);
+    return false;
+  }
+  int rc = hc_volume_read (v, out, VOL_BLOCKS * BS, 0, NULL);
+  hc_volume_close (v);
+  return rc == 0;
+}
+
+/* Recovery cut short: opens the recovered volume through the power domain
+ * with a cut armed at its k-th write (inside the replay's checkpoint, or
+ * later in the close's), then lets the power come back. */
+static void
+cut_recovery (struct rig *r, uint64_t k)
+{
+  struct hc_open_opts oo = { .no_cleaner = true };
+  char why[200];
+  hc_volume *v;
+
+  hc_power_arm (r->pw, k);
+  if (hc_volume_open (r->fast, r->slow, &oo, &v, why, sizeof why) == 0)
+    hc_volume_close (v);
+  if (!hc_power_is_cut (r->pw))
+    hc_power_arm (r->pw, 1);
+  hc_power_cut_apply (r->pw);
 }
 
 /* Checks the recovered volume; returns the number of violations. */
@@ -351,7 +413,8 @@ verify (struct rig *r, bool verbose, const char *what)
 int
 main (int argc, char **argv)
 {
-  unsigned points_wanted = 1200, total_points = 0, total_bad = 0, verbose = 0;
+  unsigned points_wanted = 1200, total_points = 0, total_bad = 0, verbose = 0, recovery_cuts = 0;
+  static uint8_t before[VOL_BLOCKS * BS], after[VOL_BLOCKS * BS];
   uint64_t seed0 = 1;
   static struct op ops[NOPS];
 
@@ -374,15 +437,14 @@ main (int argc, char **argv)
         make_workload (wseed * 10 + mix, mix, ops);
         /* Dry run: how many writes does this workload make? */
         model_reset ();
-        if (rig_up (&r, mode, wseed) < 0) {
+        if (rig_up (&r, mode, wseed, 24) < 0) {
           CHECK (0, "rig");
           return test_exit ("test_powercut");
         }
         uint64_t base = hc_power_writes (r.pw);
-        unsigned end = run (&r, ops);
+        unsigned end = run (&r, ops, NOPS, true);
         CHECK (end == NOPS, "dry run of workload %llu stopped at op %u", (unsigned long long) wseed, end);
-        uint64_t writes = hc_power_writes (r.pw) - base;
-        hc_volume_close (r.v);
+        uint64_t writes = hc_power_writes (r.pw) - base; /* the close's included */
         rig_down (&r);
         /* Cut at every write if they fit the budget, else at a spread. */
         uint64_t budget = per_config - points, step = writes > budget ? writes / budget + 1 : 1;
@@ -391,14 +453,28 @@ main (int argc, char **argv)
           snprintf (what, sizeof what, "%s/mix%u/workload %llu/cut %llu", hc_mode_name (mode), mix,
                     (unsigned long long) wseed, (unsigned long long) k);
           model_reset ();
-          rig_up (&r, mode, wseed * 1000 + k);
+          rig_up (&r, mode, wseed * 1000 + k, 24);
           hc_power_arm (r.pw, k);
-          run (&r, ops);
+          run (&r, ops, NOPS, true);
           if (!hc_power_is_cut (r.pw))
             hc_power_arm (r.pw, 1); /* the end of the workload is a cut point too */
-          hc_volume_close (r.v);    /* fails at once: the power is off */
           hc_power_cut_apply (r.pw);
-          unsigned b = verify (&r, verbose, what);
+          /* What the crash left, then the same after a recovery that is
+           * itself cut short at one of its writes: recovery changes no
+           * data, so the volume must read exactly the same. */
+          unsigned b = 0;
+          if (!view (&r, before, verbose, what))
+            b++;
+          else {
+            cut_recovery (&r, 1 + (wseed + k) % 24);
+            recovery_cuts++;
+            if (!view (&r, after, verbose, what) || memcmp (before, after, sizeof before) != 0) {
+              b++;
+              if (verbose)
+                fprintf (stderr, "%s: a recovery cut short changed what the volume reads\n", what);
+            }
+          }
+          b += verify (&r, verbose, what);
           bad += b;
           CHECK (b == 0, "%s: %u violations", what, b);
           rig_down (&r);
@@ -409,7 +485,56 @@ main (int argc, char **argv)
       total_points += points;
       total_bad += bad;
     }
-  printf ("power-cut sweep: %u cut points, %u violations\n", total_points, total_bad);
+  /* Every cut point inside a close's checkpoints, after flushed writes of
+   * many blocks and an unflushed partial write (the close is the commit
+   * that makes the partial write durable). */
+  unsigned ckpt_points = 0;
+  for (unsigned mode = 0; mode < HC_MODE_COUNT; mode++) {
+    struct op seq[12] = { { 0 } };
+    for (unsigned i = 0; i < 10; i++)
+      seq[i] = (struct op) { .kind = OP_WRITE, .off = i * 24 * BS, .len = 24 * BS };
+    seq[10] = (struct op) { .kind = OP_FLUSH };
+    seq[11] = (struct op) { .kind = OP_WRITE, .off = 3 * BS + 700, .len = 1000 };
+    struct rig r;
+    uint64_t w0, w1;
+    model_reset ();
+    rig_up (&r, mode, 7, 250);
+    uint64_t base = hc_power_writes (r.pw);
+    run (&r, seq, 12, false);
+    w0 = hc_power_writes (r.pw) - base;
+    hc_volume_close (r.v);
+    r.v = NULL;
+    w1 = hc_power_writes (r.pw) - base;
+    rig_down (&r);
+    unsigned bad = 0;
+    /* Each cut point with several seeds: which sectors of the torn writes
+     * survive is the power domain's draw. */
+    for (uint64_t kk = 0; kk < 16 * (w1 + 1 - w0); kk++) {
+      uint64_t k = w0 + 1 + kk % (w1 + 1 - w0);
+      char what[96];
+      snprintf (what, sizeof what, "%s/checkpoint sweep/cut %llu seed %llu", hc_mode_name (mode),
+                (unsigned long long) k, (unsigned long long) kk);
+      model_reset ();
+      rig_up (&r, mode, 1000 + kk, 250);
+      hc_power_arm (r.pw, k);
+      run (&r, seq, 12, true);
+      if (!hc_power_is_cut (r.pw))
+        hc_power_arm (r.pw, 1);
+      hc_power_cut_apply (r.pw);
+      unsigned b = verify (&r, verbose, what);
+      CHECK (b == 0, "%s: %u violations", what, b);
+      bad += b;
+      rig_down (&r);
+      ckpt_points++;
+    }
+    printf ("%-12s close after a flush: %llu cut points inside its checkpoints × 16 draws, "
+            "%u violations\n", hc_mode_name (mode), (unsigned long long) (w1 + 1 - w0), bad);
+    total_bad += bad;
+  }
+  total_points += ckpt_points;
+
+  printf ("power-cut sweep: %u cut points (%u of them followed by a recovery cut short), "
+          "%u violations\n", total_points, recovery_cuts, total_bad);
   for (unsigned b = 0; b < VOL_BLOCKS; b++)
     free (model[b].v);
   return test_exit ("test_powercut");

@@ -495,6 +495,8 @@ show (const char *cmd, const char *usage, int argc, char **argv, bool stats)
     json_kv_bool (&j, "clean_shutdown", in.was_clean);
     json_kv_uint (&j, "journal_sectors_replayed", in.replayed);
     json_kv_uint (&j, "range_hints", in.range_hints);
+    json_kv_uint (&j, "superblocks_damaged", (unsigned) __builtin_popcount (in.sb_damaged));
+    json_kv_bool (&j, "journal_tail_damaged", in.tail_damaged);
     json_kv_uint (&j, "ram_bytes", in.ram_bytes);
     json_stats_members (&j, &st, stats);
     json_object_end (&j);
@@ -507,6 +509,12 @@ show (const char *cmd, const char *usage, int argc, char **argv, bool stats)
     printf ("mode        %s, policy %s\n", hc_mode_name (in.mode), in.policy);
     printf ("state       %s; %" PRIu64 " journal sectors to replay; %u range hints\n",
             in.was_clean ? "closed cleanly" : "not closed cleanly", in.replayed, in.range_hints);
+    if (in.sb_damaged)
+      printf ("repaired    superblock %s was damaged; the other copy was used\n",
+              in.sb_damaged == 3 ? "A and B" : in.sb_damaged == 1 ? "A" : "B");
+    if (in.tail_damaged)
+      printf ("recovered   the journal ended at a damaged sector: the commit being written when "
+              "the power failed was dropped\n");
     printf ("occupancy   %" PRIu64 " of %u blocks used (%.1f%%), %" PRIu64 " dirty\n", used,
             in.nblocks, 100.0 * used / in.nblocks, dirty);
     printf ("%-13s %10s %10s\n", "class", "blocks", "dirty");
@@ -576,7 +584,7 @@ cmd_check (int argc, char **argv)
   hc_tier_close (slow);
   if (rc < 0)
     return cli_fail (cmd, "%s: %s", argv[optind], why);
-  printf ("%s: ok\n", argv[optind]);
+  printf ("%s: ok%s%s\n", argv[optind], why[0] ? "; " : "", why);
   return 0;
 }
 

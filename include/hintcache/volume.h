@@ -187,6 +187,10 @@ struct hc_volume_info {
   uint64_t replayed;       /* journal sectors replayed at open */
   uint64_t ram_bytes;      /* RAM for mapping and policy state */
   uint32_t range_hints;    /* stored range hints */
+  unsigned sb_damaged;     /* superblock copies found damaged at open (bit 0: A, bit 1: B);
+                            * the other one was used, and both are rewritten at open */
+  bool tail_damaged;       /* replay ended at a damaged journal sector: the commit being
+                            * written when the power failed, which never completed */
 };
 
 void hc_volume_get_info (const hc_volume *v, struct hc_volume_info *out);
@@ -198,11 +202,15 @@ int hc_stream_new (hc_volume *v, struct hc_hint default_hint, hc_stream **out);
 /* Frees a stream (NULL allowed); no I/O using it may be running. */
 void hc_stream_free (hc_stream *s);
 
-/* Verifies a volume offline: both superblocks, the label, every table,
- * range and journal sector checksum, and the invariants (no origin mapped
- * twice, origins inside the volume).  Writes a one-line reason for the first
- * problem into `why`.  Returns 0 if clean, -EUCLEAN on corruption, other
- * negative errnos as hc_volume_open. */
+/* Verifies a volume offline: the superblocks, the label, every sector of
+ * the current checkpoint copy (table, range hints, statistics), the journal
+ * up to the end of its log, and the invariants (no origin mapped twice,
+ * origins inside the volume).  Writes a one-line reason for the first
+ * problem into `why`.  Returns 0 if the volume opens with everything
+ * committed (then `why` is empty, or notes what an open repairs by
+ * itself: a damaged superblock copy, a commit cut short at the end of the
+ * journal), -EUCLEAN on corruption, other negative errnos as
+ * hc_volume_open. */
 int hc_volume_check (hc_tier *fast, hc_tier *slow, char *why, size_t whylen);
 
 /* Reads only the slow tier's path recorded at format time (NUL-terminated,

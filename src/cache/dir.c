@@ -212,6 +212,8 @@ void
 hc_dir_relocate (struct hc_directory *d, uint32_t from, uint32_t to)
 {
   hc_map_relocate (&d->map, from, to);
+  /* Like a dropped block, it remembers whom it held (for the journal). */
+  d->map.blk[from].meta = hc_meta_origin (d->map.blk[to].meta) | HC_M_FORMER;
   hc_list_push_head (&d->map, d->defer_free ? &d->map.pending : &d->map.free, from);
 }
 

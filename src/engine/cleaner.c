@@ -57,15 +57,6 @@ now_ns (void)
   return (uint64_t) ts.tv_sec * 1000000000u + (uint64_t) ts.tv_nsec;
 }
 
-static uint64_t
-total_dirty (const hc_volume *v)
-{
-  uint64_t n = 0;
-  for (unsigned c = 0; c < HC_CLASS_COUNT; c++)
-    n += v->dir.ndirty[c];
-  return n;
-}
-
 struct cand {
   uint64_t origin;
   uint32_t c;
@@ -121,7 +112,7 @@ clean_to (hc_volume *v, uint64_t target, uint64_t limit, bool try)
     return -ENOMEM;
   for (;;) {
     pthread_mutex_lock (&v->lock);
-    uint64_t dirty = total_dirty (v), want = dirty > target ? dirty - target : 0;
+    uint64_t dirty = hc_vol_dirty (v), want = dirty > target ? dirty - target : 0;
     if (want > limit - (uint64_t) done)
       want = limit - (uint64_t) done;
     size_t n = want && !v->failed ? collect (v, cand, want) : 0;
@@ -173,7 +164,7 @@ cleaner_main (void *arg)
 
   pthread_mutex_lock (&v->lock);
   while (!v->stop) {
-    uint64_t now = now_ns (), dirty = total_dirty (v);
+    uint64_t now = now_ns (), dirty = hc_vol_dirty (v);
     if (dirty * 100 >= (uint64_t) v->opts.dirty_high * n)
       eager = true;
     else if (dirty * 100 <= (uint64_t) v->opts.dirty_low * n)

@@ -11,18 +11,21 @@
  *   ┌──────────────┐ 0                              ┌──────────────┐ 0
  *   │ superblock A │ (one sector, in a 4 KiB slot)  │ volume data  │
  *   │ superblock B │ 4 KiB                          │  (untouched  │
- *   │ table        │ 8 KiB: one 8-byte entry per    │   layout: a  │
- *   │              │ cache block, 63 per sector     │   filesystem │
- *   │ range hints  │ 31 per sector                  │   stays      │
- *   │ journal      │ a ring of sectors, 31 records  │   readable)  │
- *   │ data         │ cache blocks, block-aligned    ├──────────────┤
- *   └──────────────┘                                │ slow label   │ last 4 KiB
- *                                                   └──────────────┘
+ *   │ checkpoint 0 │ 8 KiB: table (one 8-byte entry │   layout: a  │
+ *   │              │ per cache block, 63 per        │   filesystem │
+ *   │              │ sector), range hints (31 per   │   stays      │
+ *   │              │ sector), statistics            │   readable)  │
+ *   │ checkpoint 1 │ the same, copy_stride further  ├──────────────┤
+ *   │ journal      │ a ring of sectors, 31 records  │ slow label   │ last 4 KiB
+ *   │ data         │ cache blocks, block-aligned    └──────────────┘
+ *   └──────────────┘
  *
- * Superblock: two copies; a write goes to the older one with a higher
- * generation, and open takes the valid copy with the highest generation.
- * It holds the geometry, the mode, the UUIDs of the cache and of the slow
- * tier, and where journal replay starts.
+ * Superblock: two copies, always written together with the same content
+ * (A, then B, each with FUA), so either one alone is enough: open takes the
+ * valid copy with the highest generation and says so when the other is
+ * damaged.  It holds the geometry, the mode, the UUIDs of the cache and of
+ * the slow tier, which checkpoint copy is current, and where journal replay
+ * starts.
  *
  * Table entry (8 bytes): origin block (bits 39–0), class of the data (42–40),
  * valid (43), dirty (44) — the persistent bits of the in-RAM meta word.
@@ -34,13 +37,31 @@
  * data of every new mapping is durable), then writes the commit's records as
  * consecutive journal sectors with FUA, the last marked END.  Replay applies
  * whole commits only.  Blocks freed by a commit become reusable only after
- * it.  A checkpoint writes the changed table sectors in place, flushes, and
- * moves the replay start in the superblock past everything written.
+ * it.
  *
- * Journal sector: seq (8), checksum (4), count (1), flags (1), reserved (2),
- * then 31 records of 16 bytes.  Sequence numbers grow by one per sector and
+ * Checkpoint: shadow copies.  The table, range hints and statistics exist
+ * twice; the superblock names the current copy.  A checkpoint writes the
+ * *other* copy — every sector changed since that copy was last written,
+ * that is, since the checkpoint before the last — flushes, and then writes
+ * the superblocks naming it and moving the replay start past the log.  A
+ * power cut anywhere before the superblocks land leaves the current copy
+ * and the log it starts untouched, so the volume opens exactly as it was
+ * at the last completed commit.  (Writing the table in place instead would
+ * leave a mix of old and new sectors that the log cannot repair: the
+ * checkpoint's own records are in neither.)  A clean close writes both
+ * copies, so that the next open knows they agree; any other open rewrites
+ * the other copy whole at its first checkpoint.
+ *
+ * Journal sector: seq (8), checksum (4), count (1), flags (1: END, FIRST of
+ * its commit), reserved (2), then 31 records of 16 bytes.  Sequence numbers grow by one per sector and
  * are never reused, so a stale sector from an earlier lap of the ring never
- * has the expected number: the first unexpected number ends the log.
+ * has the expected number: the first unexpected number ends the log.  A
+ * sector that cannot be read or fails its checksum ends it too when nothing
+ * after it continues the log past its commit: that is a commit cut short
+ * by a power cut (flash without power-loss protection may leave garbage,
+ * not just old or new sectors), which never happened.  Damage followed by
+ * the FIRST sector of a later commit is corruption (a commit is written
+ * only after the one before it is durable), and open refuses the volume.
  */
 #ifndef HC_ENGINE_FORMAT_H
 #define HC_ENGINE_FORMAT_H
@@ -48,7 +69,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#define HC_FMT_VERSION 1
+#define HC_FMT_VERSION 2
 #define HC_FMT_SB_MAGIC "HCVOLUM1"
 #define HC_FMT_LABEL_MAGIC "HCSLOWT1"
 #define HC_FMT_SECTOR 512u
@@ -66,12 +87,13 @@
 enum { HC_JREC_MAP = 1, HC_JREC_RANGE = 2 };
 /* Journal sector flags. */
 #define HC_JFLAG_END 1u
+#define HC_JFLAG_FIRST 2u /* the first sector of a commit */
 
 /* Table entry bits (the persistent bits of the meta word). */
 #define HC_FMT_ENTRY_MASK ((UINT64_C (1) << 45) - 1)
 
 /* Superblock flags. */
-#define HC_SB_CLEAN 1u /* closed cleanly: nothing to replay */
+#define HC_SB_CLEAN 1u /* closed cleanly: nothing to replay, both checkpoint copies agree */
 
 static inline void hc_put16 (uint8_t *p, uint16_t v) { p[0] = v; p[1] = v >> 8; }
 static inline void hc_put32 (uint8_t *p, uint32_t v) { for (int i = 0; i < 4; i++) p[i] = v >> (8 * i); }
@@ -94,7 +116,7 @@ struct hc_super {
   uint64_t volume_size;     /* bytes of the volume (slow tier up to the label) */
   uint32_t block_size;
   uint32_t nblocks;
-  uint64_t table_off, table_sectors;
+  uint64_t table_off, table_sectors;  /* offsets of checkpoint copy 0 */
   uint64_t range_off, range_sectors;
   uint64_t stats_off;       /* HC_FMT_STATS_SECTORS of lifetime counters */
   uint64_t journal_off, journal_sectors;
@@ -102,6 +124,8 @@ struct hc_super {
   uint32_t mode, policy;
   uint64_t replay_seq;      /* first journal sector of the log */
   uint64_t replay_pos;      /* its position in the ring */
+  uint64_t copy_stride;     /* checkpoint copy 1 is this far past copy 0 */
+  uint32_t copy;            /* the current checkpoint copy: 0 or 1 */
   char slow_path[HC_FMT_PATH_MAX + 1]; /* where the slow tier was at format */
 };
 
@@ -112,10 +136,17 @@ enum {
   SB_TABLE_OFF = 88, SB_TABLE_SECT = 96, SB_RANGE_OFF = 104, SB_RANGE_SECT = 112,
   SB_JOURNAL_OFF = 120, SB_JOURNAL_SECT = 128, SB_DATA_OFF = 136, SB_MODE = 144, SB_POLICY = 148,
   SB_REPLAY_SEQ = 152, SB_REPLAY_POS = 160, SB_PATH = 168, SB_STATS_OFF = 368,
-  SB_CSUM = 504,
+  SB_COPY_STRIDE = 376, SB_COPY = 384, SB_CSUM = 504,
 };
 
 /* Slow label offsets. */
 enum { LB_MAGIC = 0, LB_VERSION = 8, LB_SUUID = 16, LB_CUUID = 32, LB_SIZE = 48, LB_CSUM = 504 };
+
+/* Where region `off0` (given for checkpoint copy 0) is in copy `copy`. */
+static inline uint64_t
+hc_sb_copy_off (const struct hc_super *sb, uint64_t off0, unsigned copy)
+{
+  return off0 + copy * sb->copy_stride;
+}
 
 #endif /* HC_ENGINE_FORMAT_H */

@@ -96,6 +96,22 @@ untake (hc_volume *v, uint32_t c)
   hc_list_push_head (&v->dir.map, &v->dir.map.free, c);
 }
 
+/* Maps free block c to a->origin unless the origin is mapped already
+ * (caller holds lock); in that case c goes back to the free list.  Read
+ * misses fill under the stripe held shared, so two readers of one block
+ * can both fill it: the second must not map it twice.  Returns whether c
+ * was installed. */
+static bool
+install (hc_volume *v, uint32_t c, const struct hc_access *a)
+{
+  if (hc_dir_find (&v->dir, a->origin) != HC_NIL) {
+    untake (v, c);
+    return false;
+  }
+  hc_dir_install (&v->dir, c, a, false);
+  return true;
+}
+
 /* Evicts up to `want` clean, idle blocks to the pending list, recording
  * each (caller holds lock).  Returns how many. */
 static uint32_t
@@ -239,10 +255,11 @@ bounce_buf (hc_volume *v, struct req *r)
 
 /* Reads [boff, boff+blen) of cached block c, which the caller pinned (and
  * unpins here).  Returns 0, the error of a dirty block's only copy, or 1 if
- * a clean copy failed and was dropped: the caller then reads the slow tier. */
+ * a clean copy failed: the caller then gives up its stripe, if it holds it,
+ * and calls read_around. */
 static int
-read_cached (hc_volume *v, uint32_t c, uint64_t blk, bool dirty, uint32_t boff, uint32_t blen,
-             uint8_t *dst, struct req *r)
+read_cached (hc_volume *v, uint32_t c, bool dirty, uint32_t boff, uint32_t blen, uint8_t *dst,
+             struct req *r)
 {
   int rc;
 
@@ -257,12 +274,44 @@ read_cached (hc_volume *v, uint32_t c, uint64_t blk, bool dirty, uint32_t boff, 
     return rc;
   pthread_mutex_lock (&v->lock);
   v->dir.stats.errors_fast++;
-  if (!dirty && hc_dir_find (&v->dir, blk) == c) {
+  pthread_mutex_unlock (&v->lock);
+  return dirty ? rc : 1;
+}
+
+/* Reads [boff, boff+blen) of block blk from the slow tier (caller holds
+ * its stripe, or needs no consistency with concurrent writes). */
+static int
+read_slow (hc_volume *v, uint64_t blk, uint32_t boff, uint32_t blen, uint8_t *dst, struct req *r)
+{
+  int rc;
+
+  if (!((boff | blen) & (HC_SECTOR_SIZE - 1)))
+    rc = hc_tier_read (v->slow, dst, blen, (blk << v->bshift) + boff);
+  else if (!bounce_buf (v, r))
+    rc = -ENOMEM;
+  else if ((rc = read_span (v, v->slow, blk << v->bshift, boff, blen, r->bounce)) == 0)
+    memcpy (dst, r->bounce + boff, blen);
+  return rc;
+}
+
+/* The clean cached copy c of blk could not be read: drop it and read the
+ * slow tier instead.  The drop takes blk's stripe exclusively, as any
+ * change of a mapping does: a writer holding the stripe may have c pinned
+ * and be about to move it (caller holds no stripe). */
+static int
+read_around (hc_volume *v, uint64_t blk, uint32_t c, uint32_t boff, uint32_t blen, uint8_t *dst,
+             struct req *r)
+{
+  pthread_rwlock_wrlock (stripe (v, blk));
+  pthread_mutex_lock (&v->lock);
+  if (hc_dir_find (&v->dir, blk) == c && !(v->dir.map.blk[c].meta & HC_M_DIRTY)) {
     hc_dir_invalidate (&v->dir, c);
     hc_meta_record_block (v, c);
   }
   pthread_mutex_unlock (&v->lock);
-  return dirty ? rc : 1;
+  int rc = read_slow (v, blk, boff, blen, dst, r);
+  pthread_rwlock_unlock (stripe (v, blk));
+  return rc;
 }
 
 /* Reads part of one block.  A hit needs no stripe: the block is pinned, and
@@ -303,13 +352,10 @@ read_block (hc_volume *v, uint64_t blk, uint32_t boff, uint32_t blen, uint8_t *d
     bool dirty = (v->dir.map.blk[c].meta & HC_M_DIRTY) != 0;
     pin (v, c);
     pthread_mutex_unlock (&v->lock);
-    rc = read_cached (v, c, blk, dirty, boff, blen, dst, r);
-    if (rc <= 0) {
-      if (striped)
-        pthread_rwlock_unlock (stripe (v, blk));
-      return rc;
-    }
-    goto from_slow;
+    rc = read_cached (v, c, dirty, boff, blen, dst, r);
+    if (striped)
+      pthread_rwlock_unlock (stripe (v, blk));
+    return rc <= 0 ? rc : read_around (v, blk, c, boff, blen, dst, r);
   }
   if (hc_dir_admit (&v->dir, &a, &why) && !v->opts.read_only && bounce_buf (v, r))
     newc = take_block (v, &a, &why, true);
@@ -334,8 +380,10 @@ read_block (hc_volume *v, uint64_t blk, uint32_t boff, uint32_t blen, uint8_t *d
       untake (v, newc);
       v->dir.stats.errors_fast++;
       hc_dir_bypass (&v->dir, &a, HC_BYPASS_ERROR);
+    } else if (!install (v, newc, &a)) {
+      /* Another reader of this block filled it meanwhile (both held the
+       * stripe shared): keep theirs, give ours back. */
     } else {
-      hc_dir_install (&v->dir, newc, &a, false);
       hc_meta_record_block (v, newc);
       v->dir.stats.cls[a.hint.cls].flash_bytes_written += v->bs;
     }
@@ -347,12 +395,7 @@ read_block (hc_volume *v, uint64_t blk, uint32_t boff, uint32_t blen, uint8_t *d
   }
 
 from_slow:
-  if (!((boff | blen) & (HC_SECTOR_SIZE - 1)))
-    rc = hc_tier_read (v->slow, dst, blen, slow_base + boff);
-  else if (!bounce_buf (v, r))
-    rc = -ENOMEM;
-  else if ((rc = read_span (v, v->slow, slow_base, boff, blen, r->bounce)) == 0)
-    memcpy (dst, r->bounce + boff, blen);
+  rc = read_slow (v, blk, boff, blen, dst, r);
   if (striped)
     pthread_rwlock_unlock (stripe (v, blk));
   return rc;
@@ -414,10 +457,9 @@ read_hits (hc_volume *v, uint64_t blk, unsigned n, uint8_t *dst, struct req *r)
      * would, so that a clean block's error falls back to the slow tier. */
     for (unsigned x = i; x < j; x++) {
       uint8_t *d = dst + ((size_t) x << v->bshift);
-      int e = rc ? (unpin (v, cs[x]), 0)
-                 : read_cached (v, cs[x], blk + x, dirty[x], 0, v->bs, d, r);
+      int e = rc ? (unpin (v, cs[x]), 0) : read_cached (v, cs[x], dirty[x], 0, v->bs, d, r);
       if (e == 1)
-        e = hc_tier_read (v->slow, d, v->bs, (blk + x) << v->bshift);
+        e = read_around (v, blk + x, cs[x], 0, v->bs, d, r);
       if (e < 0 && rc == 0)
         rc = e;
     }
@@ -907,16 +949,15 @@ hc_volume_flush (hc_volume *v)
   return hc_meta_commit (v, false);
 }
 
-/* Takes every stripe exclusively, in order (for range operations). */
-static void
-lock_all_stripes (hc_volume *v)
+void
+hc_vol_lock_stripes (hc_volume *v)
 {
   for (unsigned i = 0; i < HC_STRIPES; i++)
     pthread_rwlock_wrlock (&v->stripes[i]);
 }
 
-static void
-unlock_all_stripes (hc_volume *v)
+void
+hc_vol_unlock_stripes (hc_volume *v)
 {
   for (unsigned i = HC_STRIPES; i-- > 0;)
     pthread_rwlock_unlock (&v->stripes[i]);
@@ -976,7 +1017,7 @@ range_op (hc_volume *v, uint64_t off, uint64_t len, unsigned flags, const struct
      * after it has the zeros — the same order as a single write (top of
      * this file), applied to a range.  The first commit also makes the
      * dirty blocks' mappings durable. */
-    lock_all_stripes (v);
+    hc_vol_lock_stripes (v);
     pthread_mutex_lock (&v->lock);
     drop_range (v, b0, b1, false);
     pthread_mutex_unlock (&v->lock);
@@ -993,7 +1034,7 @@ range_op (hc_volume *v, uint64_t off, uint64_t len, unsigned flags, const struct
       if (dirty)
         rc = hc_meta_commit (v, false);
     }
-    unlock_all_stripes (v);
+    hc_vol_unlock_stripes (v);
   }
   if (rc == 0 && (flags & HC_VOL_FUA))
     rc = hc_volume_flush (v);
@@ -1052,8 +1093,7 @@ hc_vol_prefetch_block (hc_volume *v, uint64_t blk, struct hc_hint hint)
   pthread_mutex_lock (&v->lock);
   if (rc < 0) {
     untake (v, c);
-  } else {
-    hc_dir_install (&v->dir, c, &a, false);
+  } else if (install (v, c, &a)) {
     v->dir.map.blk[c].meta |= HC_M_HINTED;
     hc_meta_record_block (v, c);
     v->dir.stats.prefetched++;
@@ -1064,11 +1104,13 @@ hc_vol_prefetch_block (hc_volume *v, uint64_t blk, struct hc_hint hint)
   return rc;
 }
 
-/* The caller must have committed since block c's mapping was made: the
- * slow tier must not change while an older clean copy is the durable one
- * (see the top of this file).  With `try`, a block whose stripe is busy is
- * skipped rather than waited for (the cleaner must not wait on a writer
- * that waits on the cleaner). */
+/* Writes back dirty block c.  The slow tier must not change while an
+ * older clean copy of the block may still be the durable mapping (see the
+ * top of this file): a copy-on-write leaves the old copy's unmapping in
+ * the set of unmappings not yet durable until a commit, so a block whose
+ * origin is in that set waits for a commit first.  With `try`, a block
+ * whose stripe is busy is skipped rather than waited for (the cleaner must
+ * not wait on a writer that waits on the cleaner). */
 int
 hc_vol_writeback (hc_volume *v, uint32_t c, bool try)
 {
@@ -1082,17 +1124,29 @@ hc_vol_writeback (hc_volume *v, uint32_t c, bool try)
   if (!(w & HC_M_VALID) || !(w & HC_M_DIRTY))
     return 0;
   blk = hc_meta_origin (w);
-  if (try) {
-    if (pthread_rwlock_trywrlock (stripe (v, blk)) != 0)
-      return 0;
-  } else {
-    pthread_rwlock_wrlock (stripe (v, blk));
-  }
-  pthread_mutex_lock (&v->lock);
-  if (hc_dir_find (&v->dir, blk) != c || !(v->dir.map.blk[c].meta & HC_M_DIRTY)) {
+  for (int attempt = 0;; attempt++) {
+    if (try) {
+      if (pthread_rwlock_trywrlock (stripe (v, blk)) != 0)
+        return 0;
+    } else {
+      pthread_rwlock_wrlock (stripe (v, blk));
+    }
+    pthread_mutex_lock (&v->lock);
+    if (hc_dir_find (&v->dir, blk) != c || !(v->dir.map.blk[c].meta & HC_M_DIRTY)) {
+      pthread_mutex_unlock (&v->lock);
+      pthread_rwlock_unlock (stripe (v, blk));
+      return 0; /* it moved or was cleaned meanwhile */
+    }
+    if (!hc_vol_unmap_pending (v, blk))
+      break;
     pthread_mutex_unlock (&v->lock);
     pthread_rwlock_unlock (stripe (v, blk));
-    return 0; /* it moved or was cleaned meanwhile */
+    /* Each commit makes durable what was unmapped before it; only a new
+     * write to this very block can add it again. */
+    if (attempt == 3)
+      return 0;
+    if ((rc = hc_meta_commit (v, false)) < 0)
+      return rc;
   }
   pin (v, c);
   pthread_mutex_unlock (&v->lock);

@@ -83,6 +83,8 @@ hc_sb_encode (const struct hc_super *sb, uint8_t s[HC_FMT_SECTOR])
   hc_put64 (s + SB_REPLAY_SEQ, sb->replay_seq);
   hc_put64 (s + SB_REPLAY_POS, sb->replay_pos);
   hc_put64 (s + SB_STATS_OFF, sb->stats_off);
+  hc_put64 (s + SB_COPY_STRIDE, sb->copy_stride);
+  hc_put32 (s + SB_COPY, sb->copy);
   memcpy (s + SB_PATH, sb->slow_path, strnlen (sb->slow_path, HC_FMT_PATH_MAX));
   hc_put64 (s + SB_CSUM, XXH3_64bits (s, SB_CSUM));
 }
@@ -96,7 +98,7 @@ hc_sb_decode (const uint8_t s[HC_FMT_SECTOR], struct hc_super *sb)
     return -EUCLEAN;
   memset (sb, 0, sizeof *sb);
   sb->version = hc_get32 (s + SB_VERSION);
-  if (sb->version > HC_FMT_VERSION)
+  if (sb->version != HC_FMT_VERSION)
     return -EPROTONOSUPPORT;
   sb->flags = hc_get32 (s + SB_FLAGS);
   sb->generation = hc_get64 (s + SB_GEN);
@@ -119,6 +121,8 @@ hc_sb_decode (const uint8_t s[HC_FMT_SECTOR], struct hc_super *sb)
   sb->replay_seq = hc_get64 (s + SB_REPLAY_SEQ);
   sb->replay_pos = hc_get64 (s + SB_REPLAY_POS);
   sb->stats_off = hc_get64 (s + SB_STATS_OFF);
+  sb->copy_stride = hc_get64 (s + SB_COPY_STRIDE);
+  sb->copy = hc_get32 (s + SB_COPY);
   memcpy (sb->slow_path, s + SB_PATH, HC_FMT_PATH_MAX);
   sb->slow_path[HC_FMT_PATH_MAX] = '\0';
   return 0;
@@ -127,15 +131,19 @@ hc_sb_decode (const uint8_t s[HC_FMT_SECTOR], struct hc_super *sb)
 /* Checks a decoded superblock's geometry for sanity (a corrupt or hostile
  * one must not make us allocate or read nonsense). */
 static int
-sb_sane (const struct hc_super *sb, struct hc_super *dummy)
+sb_sane (const struct hc_super *sb)
 {
-  (void) dummy;
   uint32_t bs = sb->block_size;
   if (bs < 4096 || bs > 65536 || (bs & (bs - 1)) || sb->nblocks == 0 || sb->nblocks > (1u << 31)
       || sb->mode >= HC_MODE_COUNT || sb->policy >= HC_POLICY_COUNT
       || sb->table_sectors < (sb->nblocks + HC_FMT_TABLE_PER_SECTOR - 1) / HC_FMT_TABLE_PER_SECTOR
       || sb->journal_sectors == 0 || sb->replay_pos >= sb->journal_sectors
-      || sb->stats_off < sb->range_off || sb->journal_off < sb->stats_off + HC_FMT_STATS_SECTORS * HC_FMT_SECTOR
+      || sb->range_off < sb->table_off + sb->table_sectors * HC_FMT_SECTOR
+      || sb->stats_off < sb->range_off + sb->range_sectors * HC_FMT_SECTOR
+      || sb->copy > 1 || sb->table_off < HC_FMT_TABLE_OFF
+      || sb->copy_stride < sb->stats_off + HC_FMT_STATS_SECTORS * HC_FMT_SECTOR - sb->table_off
+      || sb->journal_off < sb->table_off + 2 * sb->copy_stride
+      || sb->data_off < sb->journal_off + sb->journal_sectors * HC_FMT_SECTOR
       || sb->data_off % bs || sb->volume_size % bs || sb->volume_size / bs > HC_ORIGIN_MAX
       || sb->data_off + (uint64_t) sb->nblocks * bs > sb->fast_size)
     return -EUCLEAN;
@@ -143,51 +151,51 @@ sb_sane (const struct hc_super *sb, struct hc_super *dummy)
 }
 
 int
-hc_meta_read_sb (hc_tier *fast, struct hc_super *out, unsigned *slot, char *why, size_t whylen)
+hc_meta_read_sb (hc_tier *fast, struct hc_super *out, unsigned *damaged, char *why, size_t whylen)
 {
   uint8_t s[HC_FMT_SECTOR];
   struct hc_super sb[2];
   int rc[2];
 
+  if (hc_tier_size (fast) < 2 * HC_FMT_SB_SLOT) {
+    snprintf (why, whylen, "the fast tier is %" PRIu64 " bytes: too small to hold a volume",
+              hc_tier_size (fast));
+    return -EINVAL;
+  }
   for (unsigned i = 0; i < 2; i++) {
-    if (hc_tier_size (fast) < 2 * HC_FMT_SB_SLOT) {
-      snprintf (why, whylen, "the fast tier is %" PRIu64 " bytes: too small to hold a volume",
-                hc_tier_size (fast));
-      return -EINVAL;
-    }
-    int r = hc_tier_read (fast, s, sizeof s, i * HC_FMT_SB_SLOT);
-    if (r < 0) {
-      snprintf (why, whylen, "reading superblock %c: %s", 'A' + i, strerror (-r));
-      return r;
-    }
-    rc[i] = hc_sb_decode (s, &sb[i]);
-    if (rc[i] == 0 && sb_sane (&sb[i], NULL) < 0)
+    rc[i] = hc_tier_read (fast, s, sizeof s, i * HC_FMT_SB_SLOT);
+    if (rc[i] == 0)
+      rc[i] = hc_sb_decode (s, &sb[i]);
+    if (rc[i] == 0 && sb_sane (&sb[i]) < 0)
       rc[i] = -EUCLEAN;
   }
   if (rc[0] == -EINVAL && rc[1] == -EINVAL) {
     snprintf (why, whylen, "no hintcache superblock on the fast tier (not formatted?)");
     return -EINVAL;
   }
-  for (unsigned i = 0; i < 2; i++) {
+  for (unsigned i = 0; i < 2; i++)
     if (rc[i] == -EPROTONOSUPPORT) {
-      snprintf (why, whylen, "superblock %c has a newer format version than this hintcache "
-                "(%d); upgrade hintcache", 'A' + i, HC_FMT_VERSION);
+      snprintf (why, whylen, "superblock %c has format version %u; this hintcache reads version "
+                "%d only (%s)", 'A' + i, sb[i].version, HC_FMT_VERSION,
+                sb[i].version > HC_FMT_VERSION ? "upgrade hintcache"
+                                               : "write it back with the hintcache that made it");
       return -EPROTONOSUPPORT;
     }
-    if (rc[i] < 0) {
-      snprintf (why, whylen, "superblock %c is corrupt (%s); the volume needs repair",
-                'A' + i, rc[i] == -EINVAL ? "bad magic" : "checksum or geometry mismatch");
-      return -EUCLEAN;
-    }
+  if (rc[0] < 0 && rc[1] < 0) {
+    snprintf (why, whylen, "both superblocks are damaged (A: %s; B: %s); the volume needs repair",
+              strerror (-rc[0]), strerror (-rc[1]));
+    return rc[0] == -EIO || rc[1] == -EIO ? -EIO : -EUCLEAN;
   }
-  if (memcmp (sb[0].cache_uuid, sb[1].cache_uuid, 16) != 0) {
+  if (rc[0] == 0 && rc[1] == 0 && memcmp (sb[0].cache_uuid, sb[1].cache_uuid, 16) != 0) {
     snprintf (why, whylen, "the two superblocks belong to different volumes");
     return -EUCLEAN;
   }
-  unsigned newest = sb[1].generation > sb[0].generation;
+  /* Both copies are written with the same content each time, so either
+   * one is a whole superblock: the newest valid one wins. */
+  unsigned newest = rc[0] < 0 || (rc[1] == 0 && sb[1].generation > sb[0].generation);
   *out = sb[newest];
-  if (slot)
-    *slot = newest;
+  if (damaged)
+    *damaged = (rc[0] < 0) | (rc[1] < 0) << 1;
   return 0;
 }
 
@@ -256,7 +264,9 @@ layout (struct hc_super *sb, uint64_t n, uint32_t bs, uint32_t max_ranges)
   sb->range_off = align_up (sb->table_off + sb->table_sectors * HC_FMT_SECTOR, 4096);
   sb->range_sectors = (max_ranges + HC_FMT_RANGE_PER_SECTOR - 1) / HC_FMT_RANGE_PER_SECTOR;
   sb->stats_off = align_up (sb->range_off + sb->range_sectors * HC_FMT_SECTOR, 4096);
-  sb->journal_off = align_up (sb->stats_off + HC_FMT_STATS_SECTORS * HC_FMT_SECTOR, 4096);
+  sb->copy_stride = align_up (sb->stats_off + HC_FMT_STATS_SECTORS * HC_FMT_SECTOR, 4096)
+                    - sb->table_off;
+  sb->journal_off = sb->table_off + 2 * sb->copy_stride;
   sb->journal_sectors = journal_sectors_for (n);
   sb->data_off = align_up (sb->journal_off + sb->journal_sectors * HC_FMT_SECTOR, bs);
   return sb->data_off + n * bs;
@@ -304,7 +314,7 @@ hc_meta_format (hc_tier *fast, hc_tier *slow, const struct hc_format_opts *o, ch
   uint8_t s[HC_FMT_SECTOR];
   uint64_t slow_size = hc_tier_size (slow), fast_size = hc_tier_size (fast), lo, hi, seed;
   uint32_t bs, max_ranges;
-  int policy, rc;
+  int policy, rc = 0;
 
   if (!o)
     o = &def;
@@ -375,12 +385,22 @@ hc_meta_format (hc_tier *fast, hc_tier *slow, const struct hc_format_opts *o, ch
   sb.flags = HC_SB_CLEAN;
   seed = uuid_seed (sb.cache_uuid);
 
-  /* Empty metadata, then the label, then the superblocks last: a format cut
-   * short leaves no superblock and so no volume. */
-  if ((rc = write_region (fast, sb.table_off, sb.table_sectors, 0, seed, fill_table)) < 0
-      || (rc = write_region (fast, sb.range_off, sb.range_sectors, 0, seed, NULL)) < 0
-      || (rc = write_region (fast, sb.stats_off, HC_FMT_STATS_SECTORS, 0, seed, NULL)) < 0
-      || (rc = write_region (fast, sb.journal_off, sb.journal_sectors, 8, seed, NULL)) < 0) {
+  /* Any old superblocks go first, then empty metadata, then the label,
+   * then the superblocks last: a format cut short leaves no superblock and
+   * so no volume. */
+  memset (s, 0, sizeof s);
+  for (unsigned k = 0; k < 2 && rc == 0; k++)
+    rc = hc_tier_write (fast, s, sizeof s, k * HC_FMT_SB_SLOT, HC_TIER_FUA);
+  for (unsigned k = 0; k < 2 && rc == 0; k++)
+    if ((rc = write_region (fast, hc_sb_copy_off (&sb, sb.table_off, k), sb.table_sectors, 0, seed,
+                            fill_table)) == 0
+        && (rc = write_region (fast, hc_sb_copy_off (&sb, sb.range_off, k), sb.range_sectors, 0,
+                               seed, NULL)) == 0)
+      rc = write_region (fast, hc_sb_copy_off (&sb, sb.stats_off, k), HC_FMT_STATS_SECTORS, 0,
+                         seed, NULL);
+  if (rc == 0)
+    rc = write_region (fast, sb.journal_off, sb.journal_sectors, 8, seed, NULL);
+  if (rc < 0) {
     snprintf (why, whylen, "writing metadata to the fast tier: %s", strerror (-rc));
     return rc;
   }
@@ -391,12 +411,11 @@ hc_meta_format (hc_tier *fast, hc_tier *slow, const struct hc_format_opts *o, ch
   }
   if ((rc = hc_tier_flush (fast)) < 0)
     goto sb_error;
-  for (uint64_t g = 1; g <= 2; g++) {
-    sb.generation = g;
-    hc_sb_encode (&sb, s);
-    if ((rc = hc_tier_write (fast, s, sizeof s, (g % 2) * HC_FMT_SB_SLOT, HC_TIER_FUA)) < 0)
+  sb.generation = 1;
+  hc_sb_encode (&sb, s);
+  for (unsigned k = 0; k < 2; k++)
+    if ((rc = hc_tier_write (fast, s, sizeof s, k * HC_FMT_SB_SLOT, HC_TIER_FUA)) < 0)
       goto sb_error;
-  }
   return 0;
 sb_error:
   snprintf (why, whylen, "writing the superblock: %s", strerror (-rc));
@@ -440,8 +459,9 @@ stats_walk (struct hc_stats *st, uint64_t *flat, bool to_flat)
 #define STATS_MAX (HC_FMT_STATS_SECTORS * 63)
 
 static void
-encode_stats (hc_volume *v, uint8_t *buf)
+encode_stats (hc_volume *v, unsigned copy, uint8_t *buf)
 {
+  const uint64_t lba0 = hc_sb_copy_off (&v->sb, v->sb.stats_off, copy) / HC_FMT_SECTOR;
   uint64_t flat[STATS_MAX] = { 0 };
   unsigned n = stats_walk (&v->dir.stats, flat, true);
 
@@ -450,7 +470,7 @@ encode_stats (hc_volume *v, uint8_t *buf)
     hc_put64 (buf + (i / 63) * HC_FMT_SECTOR + 8 + 8 * (i % 63), flat[i]);
   for (unsigned s = 0; s < HC_FMT_STATS_SECTORS; s++)
     hc_put32 (buf + s * HC_FMT_SECTOR,
-              hc_meta_csum (buf + s * HC_FMT_SECTOR, 0, v->seed, v->sb.stats_off / HC_FMT_SECTOR + s));
+              hc_meta_csum (buf + s * HC_FMT_SECTOR, 0, v->seed, lba0 + s));
 }
 
 static int
@@ -578,11 +598,45 @@ apply_record (hc_volume *v, struct load *L, const uint8_t *r)
   return -EUCLEAN;
 }
 
+/* Reads journal sector `pos` into s and checks it; returns 0, or < 0 when
+ * it cannot be read or its checksum fails. */
+static int
+read_jsector (hc_volume *v, uint64_t pos, uint8_t s[HC_FMT_SECTOR])
+{
+  const uint64_t lba = v->sb.journal_off / HC_FMT_SECTOR + pos;
+  int rc = hc_tier_read (v->fast, s, HC_FMT_SECTOR, lba * HC_FMT_SECTOR);
+
+  if (rc == 0 && hc_get32 (s + 8) != hc_meta_csum (s, 8, v->seed, lba))
+    rc = -EUCLEAN;
+  return rc;
+}
+
+/* The journal sector with sequence number seq at pos is damaged.  Does the
+ * log go on past the commit it belongs to?  Commits are written one after
+ * another, each flushed before the next begins, so if the first sector of
+ * a later commit is there, the damaged one was written whole before: that
+ * is corruption.  Otherwise the damage is the tail of a commit cut short.
+ * Scans at most `left` sectors. */
+static bool
+later_commit_follows (hc_volume *v, uint64_t seq, uint64_t pos, uint64_t left)
+{
+  const uint64_t J = v->sb.journal_sectors;
+  uint8_t s[HC_FMT_SECTOR];
+
+  for (uint64_t i = 1; i < left; i++) {
+    if (read_jsector (v, (pos + i) % J, s) < 0 || hc_get64 (s) != seq + i)
+      return false;
+    if (s[13] & HC_JFLAG_FIRST)
+      return true;
+  }
+  return false;
+}
+
 /* Replays the journal from the superblock's start.  Whole commits only. */
 static int
-replay (hc_volume *v, struct load *L, bool check_all)
+replay (hc_volume *v, struct load *L)
 {
-  const uint64_t J = v->sb.journal_sectors, base = v->sb.journal_off / HC_FMT_SECTOR;
+  const uint64_t J = v->sb.journal_sectors;
   uint64_t seq = v->sb.replay_seq, pos = v->sb.replay_pos, applied = 0;
   uint8_t *commit = NULL, s[HC_FMT_SECTOR];
   size_t ncommit = 0, capcommit = 0;
@@ -590,14 +644,16 @@ replay (hc_volume *v, struct load *L, bool check_all)
   int rc = 0;
 
   for (uint64_t walked = 0; walked < J; walked++) {
-    if ((rc = hc_tier_read (v->fast, s, sizeof s, (base + pos) * HC_FMT_SECTOR)) < 0) {
-      snprintf (L->why, L->whylen, "reading the journal: %s", strerror (-rc));
-      goto out;
-    }
-    if (hc_get32 (s + 8) != hc_meta_csum (s, 8, v->seed, base + pos)) {
-      snprintf (L->why, L->whylen, "journal sector %" PRIu64 " is corrupt (checksum mismatch)", pos);
-      rc = -EUCLEAN;
-      goto out;
+    int r = read_jsector (v, pos, s);
+    if (r < 0) {
+      if (later_commit_follows (v, seq, pos, J - walked)) {
+        snprintf (L->why, L->whylen, "journal sector %" PRIu64 " is %s, and later commits follow "
+                  "it; the volume needs repair", pos, r == -EUCLEAN ? "corrupt" : "unreadable");
+        rc = -EUCLEAN;
+        goto out;
+      }
+      v->tail_damaged = true; /* a commit cut short: it never happened */
+      break;
     }
     if (hc_get64 (s) != seq)
       break; /* the end of the log */
@@ -633,9 +689,8 @@ replay (hc_volume *v, struct load *L, bool check_all)
     }
   }
   /* A commit without its END was cut short: it never happened.  Sectors
-   * outside the log are checked too: every sector is always whole. */
-  (void) check_all;
-  rc = read_region (v, "journal", v->sb.journal_off, J, 8, NULL, NULL, L->why, L->whylen);
+   * past the end of the log are not read: they are stale, whatever they
+   * hold. */
 out:
   free (commit);
   v->replayed = applied;
@@ -643,7 +698,7 @@ out:
 }
 
 int
-hc_meta_load (hc_volume *v, bool check_all, char *why, size_t whylen)
+hc_meta_load (hc_volume *v, char *why, size_t whylen)
 {
   struct load L = { .why = why, .whylen = whylen };
   struct hc_directory *d = &v->dir;
@@ -654,22 +709,23 @@ hc_meta_load (hc_volume *v, bool check_all, char *why, size_t whylen)
     return -ENOMEM;
   if ((rc = check_label (v->slow, &v->sb, why, whylen)) < 0)
     goto out;
-  rc = read_region (v, "table", v->sb.table_off, v->sb.table_sectors, 0, visit_table, &L, why,
-                    whylen);
+  const unsigned k = v->sb.copy;
+  rc = read_region (v, "table", hc_sb_copy_off (&v->sb, v->sb.table_off, k), v->sb.table_sectors, 0,
+                    visit_table, &L, why, whylen);
   if (rc == 0)
-    rc = read_region (v, "range-hint", v->sb.range_off, v->sb.range_sectors, 0, visit_ranges, &L,
-                      why, whylen);
+    rc = read_region (v, "range-hint", hc_sb_copy_off (&v->sb, v->sb.range_off, k),
+                      v->sb.range_sectors, 0, visit_ranges, &L, why, whylen);
   if (rc == 0) {
     uint64_t flat[STATS_MAX];
-    rc = read_region (v, "statistics", v->sb.stats_off, HC_FMT_STATS_SECTORS, 0, visit_stats, flat,
-                      why, whylen);
+    rc = read_region (v, "statistics", hc_sb_copy_off (&v->sb, v->sb.stats_off, k),
+                      HC_FMT_STATS_SECTORS, 0, visit_stats, flat, why, whylen);
     if (rc == 0)
       stats_walk (&v->dir.stats, flat, false);
   }
   v->next_seq = v->sb.replay_seq;
   v->next_pos = v->sb.replay_pos;
   if (rc == 0)
-    rc = replay (v, &L, check_all);
+    rc = replay (v, &L);
   if (rc < 0)
     goto out;
 
@@ -700,6 +756,42 @@ hc_meta_load (hc_volume *v, bool check_all, char *why, size_t whylen)
 out:
   free (L.entry);
   return rc;
+}
+
+/* Marks for rewriting every sector of the other checkpoint copy that
+ * cannot be read or fails its checksum (table sectors in table_prev, any
+ * range sector in ranges_prev; statistics are always rewritten).  A clean
+ * close leaves both copies equal, and the next checkpoints write only what
+ * changed: a copy damaged meanwhile would otherwise become current with
+ * its damage. */
+void
+hc_meta_check_other (hc_volume *v)
+{
+  const unsigned k = 1 - v->sb.copy;
+  const uint64_t table = hc_sb_copy_off (&v->sb, v->sb.table_off, k) / HC_FMT_SECTOR;
+  const uint64_t range = hc_sb_copy_off (&v->sb, v->sb.range_off, k) / HC_FMT_SECTOR;
+  uint8_t *buf = malloc (IO_CHUNK);
+
+  for (unsigned region = 0; region < 2; region++) {
+    const uint64_t lba0 = region ? range : table;
+    const uint64_t count = region ? v->sb.range_sectors : v->sb.table_sectors;
+    for (uint64_t i = 0; i < count;) {
+      uint64_t n = count - i < IO_CHUNK / HC_FMT_SECTOR ? count - i : IO_CHUNK / HC_FMT_SECTOR;
+      bool readable = buf && hc_tier_read (v->fast, buf, n * HC_FMT_SECTOR,
+                                           (lba0 + i) * HC_FMT_SECTOR) == 0;
+      for (uint64_t j = 0; j < n; j++) {
+        if (readable && hc_get32 (buf + j * HC_FMT_SECTOR)
+                            == hc_meta_csum (buf + j * HC_FMT_SECTOR, 0, v->seed, lba0 + i + j))
+          continue;
+        if (region)
+          v->ranges_prev = true;
+        else
+          v->table_prev[(i + j) / 8] |= 1u << ((i + j) % 8);
+      }
+      i += n;
+    }
+  }
+  free (buf);
 }
 
 /* ---------------------------------------------------------------------------
@@ -756,19 +848,25 @@ hc_meta_write_sb (hc_volume *v, bool clean)
   uint8_t s[HC_FMT_SECTOR];
   struct hc_super sb = v->sb;
 
+  int rc = 0;
+
   sb.generation++;
   sb.mode = v->mode;
   sb.flags = clean ? HC_SB_CLEAN : 0;
   hc_sb_encode (&sb, s);
-  int rc = hc_tier_write (v->fast, s, sizeof s, (sb.generation % 2) * HC_FMT_SB_SLOT, HC_TIER_FUA);
+  /* A, then B: a cut between them leaves one old and one new copy, each
+   * whole and each naming a checkpoint copy that is intact. */
+  for (unsigned k = 0; k < 2 && rc == 0; k++)
+    rc = hc_tier_write (v->fast, s, sizeof s, k * HC_FMT_SB_SLOT, HC_TIER_FUA);
   if (rc == 0)
     v->sb = sb;
   return rc;
 }
 
-/* Encodes table sector i from the live map (caller holds lock). */
+/* Encodes table sector i of checkpoint copy `copy` from the live map
+ * (caller holds lock). */
 static void
-encode_table_sector (hc_volume *v, uint64_t i, uint8_t *s)
+encode_table_sector (hc_volume *v, unsigned copy, uint64_t i, uint8_t *s)
 {
   memset (s, 0, HC_FMT_SECTOR);
   hc_put32 (s + 4, (uint32_t) i);
@@ -779,13 +877,17 @@ encode_table_sector (hc_volume *v, uint64_t i, uint8_t *s)
     uint64_t w = v->dir.map.blk[c].meta;
     hc_put64 (s + 8 + 8 * k, (w & HC_M_VALID) ? w & HC_FMT_ENTRY_MASK : 0);
   }
-  hc_put32 (s, hc_meta_csum (s, 0, v->seed, v->sb.table_off / HC_FMT_SECTOR + i));
+  hc_put32 (s, hc_meta_csum (s, 0, v->seed,
+                             hc_sb_copy_off (&v->sb, v->sb.table_off, copy) / HC_FMT_SECTOR + i));
 }
 
-/* Encodes the whole range table into sectors (caller holds lock). */
+/* Encodes the whole range table of checkpoint copy `copy` into sectors
+ * (caller holds lock). */
 static void
-encode_ranges (hc_volume *v, uint8_t *buf)
+encode_ranges (hc_volume *v, unsigned copy, uint8_t *buf)
 {
+  const uint64_t lba0 = hc_sb_copy_off (&v->sb, v->sb.range_off, copy) / HC_FMT_SECTOR;
+
   memset (buf, 0, v->sb.range_sectors * HC_FMT_SECTOR);
   for (uint32_t i = 0; i < v->ranges.n; i++) {
     uint8_t *s = buf + (i / HC_FMT_RANGE_PER_SECTOR) * HC_FMT_SECTOR;
@@ -799,42 +901,55 @@ encode_ranges (hc_volume *v, uint8_t *buf)
   }
   for (uint64_t i = 0; i < v->sb.range_sectors; i++) {
     uint8_t *s = buf + i * HC_FMT_SECTOR;
-    hc_put32 (s, hc_meta_csum (s, 0, v->seed, v->sb.range_off / HC_FMT_SECTOR + i));
+    hc_put32 (s, hc_meta_csum (s, 0, v->seed, lba0 + i));
   }
 }
 
-/* A checkpoint's payload, encoded under the lock and written after it. */
+/* A checkpoint's payload, encoded under the lock and written after it into
+ * the copy that is not current (format.h). */
 struct ckpt {
-  uint8_t *table;      /* dirty table sectors, in order */
+  unsigned copy;       /* the copy it goes to */
+  uint8_t *table;      /* table sectors to write, in order */
   uint64_t *index;     /* their sector numbers */
   uint64_t n;
   uint8_t *ranges;     /* the whole range region, or NULL */
   uint8_t *stats;      /* the statistics region */
+  uint8_t *changed;    /* table sectors changed since the last checkpoint */
+  bool ranges_changed;
 };
 
+/* Encodes a checkpoint (caller holds lock): every table sector changed
+ * since the target copy was last written — since the last checkpoint
+ * (table_dirty) or in the interval before it (table_prev). */
 static int
 take_checkpoint (hc_volume *v, struct ckpt *ck)
 {
+  const size_t bytes = (v->sb.table_sectors + 7) / 8;
+  const bool ranges = v->ranges_dirty || v->ranges_prev;
   uint64_t count = 0;
 
+  ck->copy = 1 - v->sb.copy;
   for (uint64_t i = 0; i < v->sb.table_sectors; i++)
-    count += (v->table_dirty[i / 8] >> (i % 8)) & 1;
+    count += ((v->table_dirty[i / 8] | v->table_prev[i / 8]) >> (i % 8)) & 1;
   ck->table = malloc (count * HC_FMT_SECTOR + 1);
   ck->index = malloc (count * sizeof *ck->index + 1);
-  ck->ranges = v->ranges_dirty ? malloc (v->sb.range_sectors * HC_FMT_SECTOR) : NULL;
+  ck->ranges = ranges ? malloc (v->sb.range_sectors * HC_FMT_SECTOR) : NULL;
   ck->stats = malloc (HC_FMT_STATS_SECTORS * HC_FMT_SECTOR);
-  if (!ck->table || !ck->index || (v->ranges_dirty && !ck->ranges) || !ck->stats)
+  ck->changed = malloc (bytes);
+  if (!ck->table || !ck->index || (ranges && !ck->ranges) || !ck->stats || !ck->changed)
     return -ENOMEM;
-  encode_stats (v, ck->stats);
+  encode_stats (v, ck->copy, ck->stats);
   ck->n = 0;
   for (uint64_t i = 0; i < v->sb.table_sectors; i++)
-    if ((v->table_dirty[i / 8] >> (i % 8)) & 1) {
-      encode_table_sector (v, i, ck->table + ck->n * HC_FMT_SECTOR);
+    if (((v->table_dirty[i / 8] | v->table_prev[i / 8]) >> (i % 8)) & 1) {
+      encode_table_sector (v, ck->copy, i, ck->table + ck->n * HC_FMT_SECTOR);
       ck->index[ck->n++] = i;
     }
   if (ck->ranges)
-    encode_ranges (v, ck->ranges);
-  memset (v->table_dirty, 0, (v->sb.table_sectors + 7) / 8);
+    encode_ranges (v, ck->copy, ck->ranges);
+  memcpy (ck->changed, v->table_dirty, bytes);
+  ck->ranges_changed = v->ranges_dirty;
+  memset (v->table_dirty, 0, bytes);
   v->ranges_dirty = false;
   return 0;
 }
@@ -846,12 +961,15 @@ free_checkpoint (struct ckpt *ck)
   free (ck->index);
   free (ck->ranges);
   free (ck->stats);
+  free (ck->changed);
 }
 
-/* Writes a checkpoint's sectors, coalescing runs of consecutive sectors. */
+/* Writes a checkpoint's sectors into its copy, coalescing runs of
+ * consecutive sectors. */
 static int
 write_checkpoint (hc_volume *v, const struct ckpt *ck)
 {
+  const uint64_t table = hc_sb_copy_off (&v->sb, v->sb.table_off, ck->copy);
   int rc = 0;
 
   for (uint64_t i = 0; i < ck->n && rc == 0;) {
@@ -859,13 +977,15 @@ write_checkpoint (hc_volume *v, const struct ckpt *ck)
     while (j < ck->n && ck->index[j] == ck->index[j - 1] + 1 && j - i < IO_CHUNK / HC_FMT_SECTOR)
       j++;
     rc = hc_tier_write (v->fast, ck->table + i * HC_FMT_SECTOR, (j - i) * HC_FMT_SECTOR,
-                        v->sb.table_off + ck->index[i] * HC_FMT_SECTOR, 0);
+                        table + ck->index[i] * HC_FMT_SECTOR, 0);
     i = j;
   }
   if (rc == 0 && ck->ranges)
-    rc = hc_tier_write (v->fast, ck->ranges, v->sb.range_sectors * HC_FMT_SECTOR, v->sb.range_off, 0);
+    rc = hc_tier_write (v->fast, ck->ranges, v->sb.range_sectors * HC_FMT_SECTOR,
+                        hc_sb_copy_off (&v->sb, v->sb.range_off, ck->copy), 0);
   if (rc == 0)
-    rc = hc_tier_write (v->fast, ck->stats, HC_FMT_STATS_SECTORS * HC_FMT_SECTOR, v->sb.stats_off, 0);
+    rc = hc_tier_write (v->fast, ck->stats, HC_FMT_STATS_SECTORS * HC_FMT_SECTOR,
+                        hc_sb_copy_off (&v->sb, v->sb.stats_off, ck->copy), 0);
   return rc;
 }
 
@@ -887,7 +1007,7 @@ write_journal (hc_volume *v, const uint8_t *recs, size_t nrec, uint64_t seq, uin
     size_t n = nrec - first < HC_FMT_JREC_PER_SECTOR ? nrec - first : HC_FMT_JREC_PER_SECTOR;
     hc_put64 (s, seq + i);
     s[12] = (uint8_t) n;
-    s[13] = i == nsect - 1 ? HC_JFLAG_END : 0;
+    s[13] = (i == nsect - 1 ? HC_JFLAG_END : 0) | (i == 0 ? HC_JFLAG_FIRST : 0);
     memcpy (s + 16, recs + first * REC, n * REC);
     hc_put32 (s + 8, hc_meta_csum (s, 8, v->seed, base + (pos + i) % J));
   }
@@ -976,8 +1096,10 @@ hc_meta_commit (hc_volume *v, bool want_checkpoint)
     }
   }
   if (rc == 0 && checkpoint) {
-    /* The table now holds everything, these records included: write it,
-     * make it durable, then move the replay start past the log. */
+    /* The other copy now gets everything, these records included: write
+     * it, make it durable, then name it in the superblocks and move the
+     * replay start past the log.  Until they land, the current copy and
+     * its log stand untouched. */
     rc = write_checkpoint (v, &ck);
     if (rc == 0)
       rc = hc_tier_flush (v->fast);
@@ -985,6 +1107,7 @@ hc_meta_commit (hc_volume *v, bool want_checkpoint)
       struct hc_super keep = v->sb;
       v->sb.replay_seq = seq;
       v->sb.replay_pos = pos;
+      v->sb.copy = ck.copy;
       if ((rc = hc_meta_write_sb (v, false)) < 0)
         v->sb = keep;
     }
@@ -995,6 +1118,11 @@ hc_meta_commit (hc_volume *v, bool want_checkpoint)
     v->next_seq = seq;
     v->next_pos = pos;
     v->dir.stats.commits++;
+    if (checkpoint) {
+      /* What this checkpoint wrote, the next one writes to the other copy. */
+      memcpy (v->table_prev, ck.changed, (v->sb.table_sectors + 7) / 8);
+      v->ranges_prev = ck.ranges_changed;
+    }
     hc_u64set_clear (&v->unmapped_committing);
     /* Newest first, so that the free list hands them out in the order
      * they were freed: the blocks of a rewritten range come back ascending,

@@ -22,7 +22,8 @@
  *      the statistics.  Never held across I/O, except that a read-only open
  *      does its replay under it.
  *
- *   pins (one atomic byte per cache block) are taken under `lock` and
+ *   pins (one atomic 16-bit count per cache block: one per request using
+ *   the block, so 65535 concurrent requests at most) are taken under `lock` and
  *   dropped without it: a pinned block is neither evicted nor reused, so
  *   data I/O on it can run unlocked.
  */
@@ -64,7 +65,7 @@ struct hc_volume {
 
   pthread_mutex_t lock;
   struct hc_directory dir;
-  _Atomic uint8_t *pins;
+  _Atomic uint16_t *pins;      /* readers and writers using each block (one per request) */
   enum hc_mode mode;
   struct hc_ranges ranges;
   struct hc_hint device_hint;
@@ -79,7 +80,8 @@ struct hc_volume {
    * a commit has made the unmapping durable (io.c). */
   struct hc_u64set unmapped, unmapped_committing;
   uint8_t *table_dirty;        /* bitmap of table sectors changed since the checkpoint */
-  bool ranges_dirty;
+  uint8_t *table_prev;         /* … and in the interval before it (the other copy lacks both) */
+  bool ranges_dirty, ranges_prev;
   bool slow_dirty;             /* the slow tier was written since the last commit */
   bool fast_dirty;             /* data was rewritten in place since the last commit */
   uint64_t next_seq, next_pos; /* the next journal sector */
@@ -100,6 +102,8 @@ struct hc_volume {
 
   uint64_t replayed;
   bool was_clean;
+  bool tail_damaged;           /* replay ended at a damaged sector (a commit cut short) */
+  unsigned sb_damaged;         /* superblock copies found damaged at open (bit 0: A, 1: B) */
   bool failed;                 /* a commit failed: refuse further writes */
 };
 
@@ -114,19 +118,29 @@ uint32_t hc_meta_csum (const uint8_t *sector, unsigned csum_off, uint64_t seed, 
 void hc_sb_encode (const struct hc_super *sb, uint8_t sector[HC_FMT_SECTOR]);
 int hc_sb_decode (const uint8_t sector[HC_FMT_SECTOR], struct hc_super *sb);
 
-/* Reads both superblocks and returns the newest valid one in *sb (and
- * which slot it was in).  Any corrupt copy is an error (-EUCLEAN), since
- * sector writes are atomic. */
-int hc_meta_read_sb (hc_tier *fast, struct hc_super *sb, unsigned *slot, char *why, size_t whylen);
+/* Reads both superblocks and returns the newest valid one in *sb.  Both
+ * are written with the same content, so one valid copy is enough: *damaged
+ * (may be NULL) gets a bit per copy that could not be used (bit 0: A).
+ * Returns 0; -EINVAL when neither holds a superblock's magic number (not a
+ * volume: the only case in which formatting over it is harmless);
+ * -EPROTONOSUPPORT for another format version; -EUCLEAN or -EIO when both
+ * are damaged or they disagree. */
+int hc_meta_read_sb (hc_tier *fast, struct hc_super *sb, unsigned *damaged, char *why,
+                     size_t whylen);
 
 /* Lays out and writes a new volume. */
 int hc_meta_format (hc_tier *fast, hc_tier *slow, const struct hc_format_opts *o, char *why,
                     size_t whylen);
 
-/* Loads the table and range hints, replays the journal into v (v->sb and
- * the directory must be set up).  check_only: verify every journal sector
- * too.  Returns 0 or an error with `why`. */
-int hc_meta_load (hc_volume *v, bool check_all, char *why, size_t whylen);
+/* Loads the current checkpoint copy (table, range hints, statistics) and
+ * replays the journal into v (v->sb and the directory must be set up).
+ * Returns 0 or an error with `why`. */
+int hc_meta_load (hc_volume *v, char *why, size_t whylen);
+
+/* Marks for rewriting at the next checkpoint every damaged sector of the
+ * checkpoint copy that is not current (after a clean open, which otherwise
+ * trusts it to equal the current one). */
+void hc_meta_check_other (hc_volume *v);
 
 /* Appends a record that block c's table entry is now what its meta word
  * says (caller holds lock).  An unmapped block's former origin joins the
@@ -161,6 +175,21 @@ hc_vol_busy (hc_volume *v, uint32_t c)
 {
   return atomic_load_explicit (&v->pins[c], memory_order_acquire) != 0;
 }
+
+/* Dirty blocks in the cache (caller holds lock). */
+static inline uint64_t
+hc_vol_dirty (const hc_volume *v)
+{
+  uint64_t n = 0;
+  for (unsigned c = 0; c < HC_CLASS_COUNT; c++)
+    n += v->dir.ndirty[c];
+  return n;
+}
+
+/* Takes every stripe exclusively, in order (range operations, mode
+ * switches); and gives them back. */
+void hc_vol_lock_stripes (hc_volume *v);
+void hc_vol_unlock_stripes (hc_volume *v);
 
 /* Victim filter: clean and not pinned (caller holds lock). */
 bool hc_vol_evictable (void *arg, uint32_t c);

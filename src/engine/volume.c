@@ -73,6 +73,7 @@ destroy (hc_volume *v)
   free ((void *) v->pins);
   free (v->jbuf);
   free (v->table_dirty);
+  free (v->table_prev);
   free (v->prefetch);
   hc_u64set_free (&v->unmapped);
   hc_u64set_free (&v->unmapped_committing);
@@ -85,10 +86,9 @@ destroy (hc_volume *v)
   free (v);
 }
 
-/* Opens with explicit checking depth (check_all: every journal sector). */
 static int
-open_volume (hc_tier *fast, hc_tier *slow, const struct hc_open_opts *o, bool check_all,
-             hc_volume **out, char *why, size_t whylen)
+open_volume (hc_tier *fast, hc_tier *slow, const struct hc_open_opts *o, hc_volume **out,
+             char *why, size_t whylen)
 {
   struct hc_open_opts def = { 0 };
   hc_volume *v;
@@ -97,7 +97,8 @@ open_volume (hc_tier *fast, hc_tier *slow, const struct hc_open_opts *o, bool ch
 
   if (!o)
     o = &def;
-  if ((rc = hc_meta_read_sb (fast, &sb, NULL, why, whylen)) < 0)
+  unsigned damaged = 0;
+  if ((rc = hc_meta_read_sb (fast, &sb, &damaged, why, whylen)) < 0)
     return rc;
   if (hc_tier_size (fast) < sb.fast_size) {
     snprintf (why, whylen, "the fast tier is truncated: %llu bytes, the volume needs %llu",
@@ -123,6 +124,7 @@ open_volume (hc_tier *fast, hc_tier *slow, const struct hc_open_opts *o, bool ch
   v->device_hint = o->device_hint;
   v->seed = hc_get64 (sb.cache_uuid) ^ hc_get64 (sb.cache_uuid + 8);
   v->was_clean = sb.flags & HC_SB_CLEAN;
+  v->sb_damaged = damaged;
   pthread_mutex_init (&v->lock, NULL);
   pthread_mutex_init (&v->commit_lock, NULL);
   pthread_cond_init (&v->wake, NULL);
@@ -131,16 +133,25 @@ open_volume (hc_tier *fast, hc_tier *slow, const struct hc_open_opts *o, bool ch
     pthread_rwlock_init (&v->stripes[i], NULL);
   hc_list_init (&v->committing);
   hc_ranges_init (&v->ranges, (uint32_t) (sb.range_sectors * HC_FMT_RANGE_PER_SECTOR));
-  v->pins = calloc (sb.nblocks, 1);
+  v->pins = calloc (sb.nblocks, sizeof *v->pins);
   v->table_dirty = calloc ((sb.table_sectors + 7) / 8, 1);
-  if (!v->pins || !v->table_dirty) {
+  v->table_prev = calloc ((sb.table_sectors + 7) / 8, 1);
+  if (!v->pins || !v->table_dirty || !v->table_prev) {
     rc = -ENOMEM;
     goto fail_early;
   }
   if ((rc = hc_dir_init (&v->dir, sb.nblocks, sb.policy, o->classes, true)) < 0)
     goto fail_early;
-  if ((rc = hc_meta_load (v, check_all, why, whylen)) < 0)
+  if ((rc = hc_meta_load (v, why, whylen)) < 0)
     goto fail;
+  if (!v->was_clean || v->replayed || v->tail_damaged || damaged) {
+    /* The other checkpoint copy may lag the current one by anything: the
+     * first checkpoint rewrites it whole. */
+    memset (v->table_prev, 0xff, (sb.table_sectors + 7) / 8);
+    v->ranges_prev = true;
+  } else if (!o->read_only) {
+    hc_meta_check_other (v);
+  }
   if (!o->read_only) {
     v->next_seq += sb.journal_sectors;
     if ((rc = hc_meta_commit (v, true)) < 0) {
@@ -171,7 +182,7 @@ hc_volume_open (hc_tier *fast, hc_tier *slow, const struct hc_open_opts *o, hc_v
     whylen = sizeof dummy;
   }
   why[0] = '\0';
-  return open_volume (fast, slow, o, false, out, why, whylen);
+  return open_volume (fast, slow, o, out, why, whylen);
 }
 
 int
@@ -183,7 +194,11 @@ hc_volume_close (hc_volume *v)
     return 0;
   hc_cleaner_stop (v);
   if (!v->opts.read_only && !v->failed) {
+    /* Two checkpoints, one into each copy, so that both agree and the next
+     * open need not rewrite one whole; then the clean mark. */
     rc = hc_meta_commit (v, true);
+    if (rc == 0)
+      rc = hc_meta_commit (v, true);
     if (rc == 0) {
       pthread_mutex_lock (&v->commit_lock);
       rc = hc_meta_write_sb (v, true);
@@ -221,10 +236,16 @@ hc_volume_clean (hc_volume *v)
   return hc_meta_commit (v, false);
 }
 
+/* Leaving write-back is done as dm-cache does it: no reader may ever be
+ * sent around dirty data, so the volume first goes write-through (reads
+ * still see the cache; no new dirty data arrives), writes back everything,
+ * and takes the new mode only once nothing is dirty, with every stripe
+ * held so that no write is half-way.  If the write-back fails, the old
+ * mode comes back and the call fails. */
 int
 hc_volume_set_mode (hc_volume *v, enum hc_mode mode)
 {
-  int rc;
+  int rc = 0;
 
   if ((unsigned) mode >= HC_MODE_COUNT)
     return -EINVAL;
@@ -232,11 +253,32 @@ hc_volume_set_mode (hc_volume *v, enum hc_mode mode)
     return -EROFS;
   pthread_mutex_lock (&v->lock);
   enum hc_mode old = v->mode;
-  v->mode = mode;
+  bool leaving = old == HC_MODE_WRITEBACK && mode != HC_MODE_WRITEBACK;
+  v->mode = leaving ? HC_MODE_WRITETHROUGH : mode;
   pthread_mutex_unlock (&v->lock);
-  /* Leaving write-back: no new dirty data arrives now; write back the rest. */
-  if (old == HC_MODE_WRITEBACK && mode != HC_MODE_WRITEBACK && (rc = hc_volume_clean (v)) < 0)
-    return rc;
+  if (leaving) {
+    for (int attempt = 0; rc == 0; attempt++) {
+      if ((rc = hc_volume_clean (v)) < 0)
+        break;
+      hc_vol_lock_stripes (v);
+      pthread_mutex_lock (&v->lock);
+      bool clean = hc_vol_dirty (v) == 0;
+      if (clean)
+        v->mode = mode;
+      pthread_mutex_unlock (&v->lock);
+      hc_vol_unlock_stripes (v);
+      if (clean)
+        break;
+      if (attempt == 100)
+        rc = -EBUSY; /* (write-through leaves nothing dirty for long) */
+    }
+    if (rc < 0) {
+      pthread_mutex_lock (&v->lock);
+      v->mode = old;
+      pthread_mutex_unlock (&v->lock);
+      return rc;
+    }
+  }
   if ((rc = hc_meta_commit (v, false)) < 0)
     return rc;
   pthread_mutex_lock (&v->commit_lock);
@@ -271,8 +313,10 @@ hc_volume_get_info (const hc_volume *v, struct hc_volume_info *out)
   snprintf (out->slow_path, sizeof out->slow_path, "%s", v->sb.slow_path);
   out->was_clean = v->was_clean;
   out->replayed = v->replayed;
-  out->ram_bytes = hc_dir_bytes (&v->dir) + v->sb.nblocks; /* + pins */
+  out->ram_bytes = hc_dir_bytes (&v->dir) + v->sb.nblocks * sizeof *v->pins;
   out->range_hints = v->ranges.n;
+  out->sb_damaged = v->sb_damaged;
+  out->tail_damaged = v->tail_damaged;
 }
 
 int
@@ -309,10 +353,15 @@ hc_volume_check (hc_tier *fast, hc_tier *slow, char *why, size_t whylen)
     whylen = sizeof dummy;
   }
   why[0] = '\0';
-  if ((rc = open_volume (fast, slow, &o, true, &v, why, whylen)) < 0)
+  if ((rc = open_volume (fast, slow, &o, &v, why, whylen)) < 0)
     return rc;
   /* Both superblock copies were decoded by the open; the table, range
    * hints, journal and mapping invariants were checked by the load. */
+  if (v->sb_damaged || v->tail_damaged)
+    snprintf (why, whylen, "%s%s%s", v->sb_damaged == 1 ? "superblock A is damaged (B is used)"
+                                     : v->sb_damaged == 2 ? "superblock B is damaged (A is used)" : "",
+              v->sb_damaged && v->tail_damaged ? "; " : "",
+              v->tail_damaged ? "the journal ends in a commit cut short (dropped)" : "");
   destroy (v);
   return 0;
 }

@@ -1,0 +1,420 @@
+/* Races and failures at chosen moments: each case drives the engine into
+ * an interleaving that once broke it, by holding one thread inside a tier
+ * call (tests/hook.h) until another has done what the case needs, or by
+ * failing or cutting the power at one chosen I/O.  Each case failed on the
+ * engine before its fix:
+ *
+ *   double_fill     two reads of different sectors of one uncached block,
+ *                   both in the fill at once, mapped it twice: every later
+ *                   open failed ("volume block N is mapped twice").
+ *   read_error      a fast-tier read error on a clean block dropped it
+ *                   without its stripe while a writer had it pinned; the
+ *                   writer then spun forever in the map.
+ *   mode_switch     leaving write-back for pass-through set the mode before
+ *                   cleaning: with the slow tier failing, the volume stayed
+ *                   in pass-through and served stale data around dirty data.
+ *   evict_durable   evict wrote back a copy whose mapping was not durable
+ *                   while the durable mapping was an older clean copy: after
+ *                   a power cut, that clean copy differed from the slow tier.
+ *
+ * A case that hangs is a failure too: a watchdog ends the test. */
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "engine/vol.h"
+#include "hintcache/hintcache.h"
+#include "hook.h"
+#include "test.h"
+
+#define BS 4096u
+#define FAST_SIZE (2u << 20)
+#define SLOW_SIZE (4u << 20)
+
+/* ---- A rendezvous with a deadline, and flags threads wait for. ---- */
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
+
+/* Waits until *flag reaches `want` or ms pass; returns whether it did. */
+static bool
+wait_for (volatile int *flag, int want, unsigned ms)
+{
+  struct timespec ts;
+  clock_gettime (CLOCK_REALTIME, &ts);
+  ts.tv_sec += ms / 1000;
+  ts.tv_nsec += (long) (ms % 1000) * 1000000;
+  if (ts.tv_nsec >= 1000000000) {
+    ts.tv_sec++;
+    ts.tv_nsec -= 1000000000;
+  }
+  pthread_mutex_lock (&mu);
+  while (*flag < want && pthread_cond_timedwait (&cv, &mu, &ts) == 0)
+    ;
+  bool ok = *flag >= want;
+  pthread_mutex_unlock (&mu);
+  return ok;
+}
+
+static void
+bump (volatile int *flag)
+{
+  pthread_mutex_lock (&mu);
+  (*flag)++;
+  pthread_cond_broadcast (&cv);
+  pthread_mutex_unlock (&mu);
+}
+
+static const char *current = "";
+
+static void
+watchdog (int sig)
+{
+  (void) sig;
+  static const char msg[] = "test_races: this case hung (watchdog): ";
+  if (write (2, msg, sizeof msg - 1) < 0 || write (2, current, strlen (current)) < 0
+      || write (2, "\n", 1) < 0)
+    _exit (1);
+  _exit (1);
+}
+
+/* ---- The rig: memory tiers behind hooks, optionally in a power domain. ---- */
+
+struct rig {
+  hc_tier *fmem, *smem, *ffault, *sfault, *fast, *slow;
+  hc_power *pw;
+  hc_volume *v;
+};
+
+static int fast_hook (void *arg, enum hook_op op, uint64_t off, uint64_t len, bool after, int rc);
+static int slow_hook (void *arg, enum hook_op op, uint64_t off, uint64_t len, bool after, int rc);
+
+static void
+rig_up (struct rig *r, enum hc_mode mode, bool power)
+{
+  struct hc_format_opts fo = { .mode = mode, .max_ranges = 64 };
+  struct hc_open_opts oo = { .no_cleaner = true };
+  char why[200];
+
+  memset (r, 0, sizeof *r);
+  hc_tier_new_memory (FAST_SIZE, &r->fmem);
+  hc_tier_new_memory (SLOW_SIZE, &r->smem);
+  hc_power_new (1, &r->pw);
+  hc_tier_new_faulty (r->fmem, power ? r->pw : NULL, 1, &r->ffault);
+  hc_tier_new_faulty (r->smem, power ? r->pw : NULL, 2, &r->sfault);
+  hook_new (r->ffault, fast_hook, r, &r->fast);
+  hook_new (r->sfault, slow_hook, r, &r->slow);
+  CHECK (hc_volume_format (r->fast, r->slow, &fo, why, sizeof why) == 0, "format: %s", why);
+  CHECK (hc_volume_open (r->fast, r->slow, &oo, &r->v, why, sizeof why) == 0, "open: %s", why);
+}
+
+/* Closes (if open), reopens on the raw tiers and checks; returns whether
+ * the volume opens and checks clean. */
+static bool
+rig_reopens (struct rig *r, char *why, size_t whylen)
+{
+  struct hc_open_opts oo = { .no_cleaner = true };
+  hc_volume *v;
+
+  if (r->v)
+    hc_volume_close (r->v);
+  r->v = NULL;
+  if (hc_volume_open (r->fmem, r->smem, &oo, &v, why, whylen) < 0)
+    return false;
+  hc_volume_close (v);
+  return hc_volume_check (r->fmem, r->smem, why, whylen) == 0;
+}
+
+static void
+rig_down (struct rig *r)
+{
+  if (r->v)
+    hc_volume_close (r->v);
+  hc_tier_close (r->fast);
+  hc_tier_close (r->slow);
+  hc_tier_close (r->ffault);
+  hc_tier_close (r->sfault);
+  hc_power_free (r->pw);
+  hc_tier_close (r->fmem);
+  hc_tier_close (r->smem);
+}
+
+/* What the hooks do: set by each case. */
+static struct {
+  int (*fast) (struct rig *r, enum hook_op op, uint64_t off, uint64_t len, bool after, int rc);
+  int (*slow) (struct rig *r, enum hook_op op, uint64_t off, uint64_t len, bool after, int rc);
+  volatile int a, b, c;
+  uint64_t off;
+} sc;
+
+static int
+fast_hook (void *arg, enum hook_op op, uint64_t off, uint64_t len, bool after, int rc)
+{
+  return sc.fast ? sc.fast (arg, op, off, len, after, rc) : 0;
+}
+
+static int
+slow_hook (void *arg, enum hook_op op, uint64_t off, uint64_t len, bool after, int rc)
+{
+  return sc.slow ? sc.slow (arg, op, off, len, after, rc) : 0;
+}
+
+static void
+scenario (const char *name)
+{
+  memset (&sc, 0, sizeof sc);
+  current = name;
+  alarm (30);
+}
+
+/* ---- double_fill ---- */
+
+/* Both readers' slow reads of the block meet before either returns. */
+static int
+fill_meet (struct rig *r, enum hook_op op, uint64_t off, uint64_t len, bool after, int rc)
+{
+  (void) r, (void) rc;
+  if (op == HOOK_READ && !after && off == sc.off && len == BS) {
+    bump (&sc.a);
+    wait_for (&sc.a, 2, 2000); /* an engine that serialises fills just waits */
+  }
+  return 0;
+}
+
+struct reader {
+  hc_volume *v;
+  uint64_t off;
+  uint8_t buf[512];
+  int rc;
+};
+
+static void *
+reader_main (void *arg)
+{
+  struct reader *x = arg;
+  x->rc = hc_volume_read (x->v, x->buf, sizeof x->buf, x->off, NULL);
+  return NULL;
+}
+
+static void
+double_fill (enum hc_mode mode)
+{
+  struct rig r;
+  char why[200];
+  pthread_t t[2];
+  struct reader rd[2];
+  static uint8_t data[BS];
+
+  scenario ("double_fill");
+  rig_up (&r, mode, false);
+  for (unsigned i = 0; i < BS; i++)
+    data[i] = (uint8_t) (i * 13 + 1);
+  hc_tier_write (r.smem, data, BS, 5 * BS, 0); /* the block's data, on the slow tier only */
+  sc.off = 5 * BS;
+  sc.slow = fill_meet;
+  for (unsigned i = 0; i < 2; i++) {
+    rd[i] = (struct reader) { .v = r.v, .off = 5 * BS + i * 2048 };
+    pthread_create (&t[i], NULL, reader_main, &rd[i]);
+  }
+  for (unsigned i = 0; i < 2; i++)
+    pthread_join (t[i], NULL);
+  sc.slow = NULL;
+  for (unsigned i = 0; i < 2; i++)
+    CHECK (rd[i].rc == 0 && memcmp (rd[i].buf, data + i * 2048, 512) == 0, "%s: reader %u",
+           hc_mode_name (mode), i);
+  CHECK (r.v->dir.map.mapped <= 1, "%s: block mapped %u times", hc_mode_name (mode),
+         (unsigned) r.v->dir.map.mapped);
+  CHECK (rig_reopens (&r, why, sizeof why), "%s: reopen: %s", hc_mode_name (mode), why);
+  rig_down (&r);
+}
+
+/* ---- read_error ---- */
+
+/* The writer's read of the clean copy (the first) waits until the reader's
+ * (the second) has failed. */
+static int
+read_error_fast (struct rig *r, enum hook_op op, uint64_t off, uint64_t len, bool after, int rc)
+{
+  (void) r, (void) len, (void) rc;
+  if (op != HOOK_READ || after || off != sc.off)
+    return 0;
+  pthread_mutex_lock (&mu);
+  int n = ++sc.a;
+  pthread_cond_broadcast (&cv);
+  pthread_mutex_unlock (&mu);
+  if (n == 1) {
+    wait_for (&sc.b, 1, 2000);
+    return 0;
+  }
+  if (n == 2) {
+    bump (&sc.b);
+    return -EIO;
+  }
+  return 0;
+}
+
+struct writer {
+  hc_volume *v;
+  uint64_t off;
+  size_t len;
+  const uint8_t *buf;
+  int rc;
+};
+
+static void *
+writer_main (void *arg)
+{
+  struct writer *x = arg;
+  x->rc = hc_volume_write (x->v, x->buf, x->len, x->off, 0, NULL);
+  return NULL;
+}
+
+static void
+read_error (void)
+{
+  struct rig r;
+  char why[200];
+  pthread_t t;
+  static uint8_t data[BS], got[BS], patch[100];
+
+  scenario ("read_error");
+  rig_up (&r, HC_MODE_WRITEBACK, false);
+  for (unsigned i = 0; i < BS; i++)
+    data[i] = (uint8_t) (i * 7 + 3);
+  memset (patch, 0xee, sizeof patch);
+  CHECK (hc_volume_write (r.v, data, BS, 7 * BS, 0, NULL) == 0, "write");
+  CHECK (hc_volume_clean (r.v) == 0, "clean");
+  uint32_t c = hc_dir_find (&r.v->dir, 7);
+  CHECK (c != HC_NIL && !(r.v->dir.map.blk[c].meta & HC_M_DIRTY), "cached clean");
+  sc.off = r.v->sb.data_off + (uint64_t) c * BS;
+  sc.fast = read_error_fast;
+  struct writer w = { .v = r.v, .off = 7 * BS + 100, .len = sizeof patch, .buf = patch };
+  pthread_create (&t, NULL, writer_main, &w);
+  CHECK (wait_for (&sc.a, 1, 2000), "the writer reads the clean copy");
+  int rc = hc_volume_read (r.v, got, BS, 7 * BS, NULL);
+  pthread_join (t, NULL);
+  sc.fast = NULL;
+  CHECK (rc == 0, "the read falls back to the slow tier: %d", rc);
+  CHECK (w.rc == 0, "the write: %d", w.rc);
+  memcpy (data + 100, patch, sizeof patch);
+  CHECK (hc_volume_read (r.v, got, BS, 7 * BS, NULL) == 0 && memcmp (got, data, BS) == 0,
+         "the write's data");
+  CHECK (rig_reopens (&r, why, sizeof why), "reopen: %s", why);
+  rig_down (&r);
+}
+
+/* ---- mode_switch ---- */
+
+static void
+mode_switch (void)
+{
+  struct rig r;
+  char why[200];
+  static uint8_t data[BS], got[BS];
+  struct hc_fault_rule fail = { .ops = HC_FAULT_WRITE, .fraction = 1, .err = EIO };
+  struct hc_fault_rule none = { 0 };
+
+  scenario ("mode_switch");
+  rig_up (&r, HC_MODE_WRITEBACK, false);
+  for (unsigned i = 0; i < BS; i++)
+    data[i] = (uint8_t) (i * 5 + 9);
+  CHECK (hc_volume_write (r.v, data, BS, 3 * BS, 0, NULL) == 0, "write");
+  hc_tier_faulty_set (r.sfault, &fail);
+  CHECK (hc_volume_set_mode (r.v, HC_MODE_PASSTHROUGH) < 0, "cannot leave write-back");
+  CHECK (hc_volume_mode (r.v) == HC_MODE_WRITEBACK, "still write-back: %s",
+         hc_mode_name (hc_volume_mode (r.v)));
+  CHECK (hc_volume_read (r.v, got, BS, 3 * BS, NULL) == 0 && memcmp (got, data, BS) == 0,
+         "the dirty data is served");
+  hc_tier_faulty_set (r.sfault, &none);
+  CHECK (hc_volume_set_mode (r.v, HC_MODE_PASSTHROUGH) == 0, "switch once the slow tier works");
+  CHECK (hc_volume_read (r.v, got, BS, 3 * BS, NULL) == 0 && memcmp (got, data, BS) == 0,
+         "the data, now from the slow tier");
+  CHECK (rig_reopens (&r, why, sizeof why), "reopen: %s", why);
+  rig_down (&r);
+}
+
+/* ---- evict_durable ---- */
+
+static uint8_t d1[BS];
+
+/* At the evict's commit, a write replaces the clean copy (its mapping not
+ * durable yet); once the slow tier gets the block's data, the power goes
+ * at the next write. */
+static int
+evict_fast (struct rig *r, enum hook_op op, uint64_t off, uint64_t len, bool after, int rc)
+{
+  (void) off, (void) len, (void) rc;
+  if (op == HOOK_FLUSH && !after && sc.a == 0) {
+    sc.a = 1;
+    CHECK (hc_volume_write (r->v, d1, BS, 9 * BS, 0, NULL) == 0, "the racing write");
+  }
+  return 0;
+}
+
+static int
+evict_slow (struct rig *r, enum hook_op op, uint64_t off, uint64_t len, bool after, int rc)
+{
+  (void) len;
+  if (op == HOOK_WRITE && after && rc == 0 && off == 9 * BS && sc.b == 0) {
+    sc.b = 1;
+    hc_power_arm (r->pw, 1);
+  }
+  return 0;
+}
+
+static void
+evict_durable (void)
+{
+  struct rig r;
+  static uint8_t d0[BS], a[BS], s[BS];
+  struct hc_open_opts oo = { .no_cleaner = true };
+  char why[200];
+  hc_volume *v;
+
+  scenario ("evict_durable");
+  rig_up (&r, HC_MODE_WRITEBACK, true);
+  memset (d0, 0x11, BS);
+  memset (d1, 0x22, BS);
+  CHECK (hc_volume_write (r.v, d0, BS, 9 * BS, 0, NULL) == 0, "write");
+  CHECK (hc_volume_clean (r.v) == 0, "clean");
+  sc.fast = evict_fast;
+  sc.slow = evict_slow;
+  hc_volume_advise (r.v, 9 * BS, BS,
+                    (struct hc_hint) { .cls = HC_CLASS_DATA, .advice = HC_ADVICE_EVICT });
+  sc.fast = sc.slow = NULL;
+  if (!hc_power_is_cut (r.pw))
+    hc_power_arm (r.pw, 1);
+  hc_volume_close (r.v);
+  r.v = NULL;
+  hc_power_cut_apply (r.pw);
+  CHECK (hc_volume_open (r.fmem, r.smem, &oo, &v, why, sizeof why) == 0, "reopen: %s", why);
+  unsigned stale = 0;
+  for (uint32_t c = 0; c < v->dir.map.n; c++) {
+    uint64_t w = v->dir.map.blk[c].meta;
+    if ((w & HC_M_VALID) && !(w & HC_M_DIRTY)) {
+      hc_tier_read (r.fmem, a, BS, v->sb.data_off + (uint64_t) c * BS);
+      hc_tier_read (r.smem, s, BS, hc_meta_origin (w) * BS);
+      stale += memcmp (a, s, BS) != 0;
+    }
+  }
+  CHECK (stale == 0, "%u clean cached blocks differ from the slow tier", stale);
+  hc_volume_close (v);
+  rig_down (&r);
+}
+
+int
+main (void)
+{
+  signal (SIGALRM, watchdog);
+  double_fill (HC_MODE_WRITEBACK);
+  double_fill (HC_MODE_WRITETHROUGH);
+  read_error ();
+  mode_switch ();
+  evict_durable ();
+  alarm (0);
+  return test_exit ("test_races");
+}
