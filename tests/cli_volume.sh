@@ -67,12 +67,45 @@ expect_status 1 "$hc" info "$f" --slow "$tmp/other.img"
 contains "$err" "not the one this cache belongs to" "wrong slow tier"
 [ "$(md5sum < "$f")" = "$before" ] || fail "a failed open changed the fast tier"
 
-# Corruption: one byte of the table.  check finds it; open refuses.
-printf '\x99' | dd of="$f" bs=1 seek=$((8192 + 100)) conv=notrunc status=none
+# Corruption: one byte of the table (of the current checkpoint copy, which
+# the superblock names).  check finds it; open refuses.
+le64() { od -An -t u8 -j "$2" -N 8 "$1" | tr -d ' '; }
+copy=$(od -An -t u4 -j 384 -N 4 "$f" | tr -d ' ')
+printf '\x99' | dd of="$f" bs=1 seek=$((8192 + copy * $(le64 "$f" 376) + 100)) conv=notrunc status=none
 expect_status 1 "$hc" check "$f"
 contains "$err" "table sector 0 is corrupt" "check names the corrupt sector"
 expect_status 1 "$hc" io "$f" read 0 4096
 contains "$err" "corrupt" "open refuses"
+
+# Formatting never destroys what may be a volume, nor dirty data, unless told.
+f=$tmp/fast2.img s=$tmp/slow2.img
+truncate -s 16M "$f"
+truncate -s 64M "$s"
+expect_status 0 "$hc" format --fast "$f" --slow "$s" --mode writeback
+expect_status 0 "$hc" io "$f" write 0 65536 --in "$tmp/data"
+expect_status 1 "$hc" format --fast "$f" --slow "$s" --force
+contains "$err" "16 dirty blocks" "--force refuses dirty data"
+printf '\x99' | dd of="$f" bs=1 seek=100 conv=notrunc status=none   # superblock A
+expect_status 0 "$hc" check "$f"
+contains "$out" "superblock A is damaged (B is used)" "check names the damaged copy"
+expect_status 0 "$hc" info "$f"
+contains "$out" "damaged     superblock A" "info names the damaged copy"
+expect_status 0 "$hc" io "$f" read 0 65536 --out "$tmp/back"
+cmp "$tmp/back" <(head -c 65536 "$tmp/data") || fail "data read from a volume with a damaged superblock"
+expect_status 0 "$hc" check "$f"
+[ "$out" = "$f: ok" ] || fail "a read-write open rewrites the damaged superblock: $out"
+printf '\x99' | dd of="$f" bs=1 seek=100 conv=notrunc status=none
+printf '\x99' | dd of="$f" bs=1 seek=$((4096 + 100)) conv=notrunc status=none   # and B
+expect_status 1 "$hc" format --fast "$f" --slow "$s"
+contains "$err" "may hold a hintcache volume" "both superblocks damaged: not formatted"
+expect_status 1 "$hc" format --fast "$f" --slow "$s" --force
+contains "$err" "--discard-dirty" "the way out is named"
+expect_status 2 "$hc" format --fast "$f" --slow "$s" --discard-dirty
+expect_status 0 "$hc" format --fast "$f" --slow "$s" --force --discard-dirty --mode writeback
+expect_status 0 "$hc" io "$f" write 0 65536 --in "$tmp/data"
+expect_status 0 "$hc" clean "$f"
+expect_status 0 "$hc" format --fast "$f" --slow "$s" --force
+contains "$out" "formatted" "--force replaces a clean volume"
 
 for c in format info check clean stats io; do
   expect_status 0 "$hc" $c --help

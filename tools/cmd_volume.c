@@ -129,7 +129,7 @@ struct common {
   bool json;
 };
 
-enum { OPT_SLOW = 300, OPT_FAST, OPT_BLOCK, OPT_MODE, OPT_POLICY, OPT_RANGES, OPT_FORCE,
+enum { OPT_SLOW = 300, OPT_FAST, OPT_BLOCK, OPT_MODE, OPT_POLICY, OPT_RANGES, OPT_FORCE, OPT_DISCARD_DIRTY,
        OPT_HINT, OPT_OUT, OPT_IN, OPT_PATTERN, OPT_FUA, OPT_SOCKET };
 
 static const struct option vol_opts[] = {
@@ -142,6 +142,7 @@ static const struct option vol_opts[] = {
   { "policy", required_argument, NULL, OPT_POLICY },
   { "max-ranges", required_argument, NULL, OPT_RANGES },
   { "force", no_argument, NULL, OPT_FORCE },
+  { "discard-dirty", no_argument, NULL, OPT_DISCARD_DIRTY },
   { "hint", required_argument, NULL, OPT_HINT },
   { "out", required_argument, NULL, OPT_OUT },
   { "in", required_argument, NULL, OPT_IN },
@@ -158,7 +159,7 @@ struct args {
   uint64_t block_size, max_ranges;
   const char *mode, *policy, *hint, *out, *in, *pattern;
   const char *socket; /* stats and clean only */
-  bool force, fua;
+  bool force, discard_dirty, fua;
 };
 
 /* Parses options; returns -1 to go on, or an exit status. */
@@ -186,6 +187,7 @@ parse (const char *cmd, const char *usage, int argc, char **argv, struct args *a
     case OPT_MODE: a->mode = optarg; break;
     case OPT_POLICY: a->policy = optarg; break;
     case OPT_FORCE: a->force = true; break;
+    case OPT_DISCARD_DIRTY: a->discard_dirty = true; break;
     case OPT_HINT: a->hint = optarg; break;
     case OPT_OUT: a->out = optarg; break;
     case OPT_IN: a->in = optarg; break;
@@ -207,7 +209,7 @@ parse (const char *cmd, const char *usage, int argc, char **argv, struct args *a
  */
 static const char format_usage[] =
   "Usage: hintcache format --fast FILE --slow FILE [--block-size N] [--mode M]\n"
-  "                        [--policy P] [--max-ranges N] [--force]\n"
+  "                        [--policy P] [--max-ranges N] [--force [--discard-dirty]]\n"
   "\n"
   "Makes FILE (fast) a cache for FILE (slow): writes a superblock and empty metadata on\n"
   "the fast tier, and a 4 KiB label at the end of the slow tier (nothing else of the\n"
@@ -216,7 +218,12 @@ static const char format_usage[] =
   "  --mode M         writethrough (default), writeback, writearound, passthrough\n"
   "  --policy P       hintaware (default), lru, s3fifo, fifo, arc\n"
   "  --max-ranges N   range hints kept (default 65536)\n"
-  "  --force          format over an existing hintcache volume\n";
+  "  --force          format over an existing volume that has no dirty data (refused\n"
+  "                   while any block is not yet written back: see hintcache clean)\n"
+  "  --discard-dirty  with --force: format over whatever the fast tier holds, even a\n"
+  "                   damaged volume or dirty data (which is lost)\n"
+  "Without --force, a fast tier that holds or may hold a volume (one damaged superblock,\n"
+  "an unreadable one, another format version) is never formatted.\n";
 
 int
 cmd_format (int argc, char **argv)
@@ -246,17 +253,14 @@ cmd_format (int argc, char **argv)
   fo.policy = a.policy;
   fo.max_ranges = (uint32_t) a.max_ranges;
   fo.slow_path = realpath (a.c.slow, real) ? real : a.c.slow;
+  if (a.discard_dirty && !a.force)
+    return cli_usage (cmd, "--discard-dirty goes with --force");
+  fo.over = a.discard_dirty ? HC_FORMAT_DISCARD : a.force ? HC_FORMAT_REPLACE : HC_FORMAT_NEW;
   if ((rc = hc_tier_open_file (a.fast, 0, &fast)) < 0)
     return cli_fail (cmd, "%s: %s", a.fast, strerror (-rc));
   if ((rc = hc_tier_open (a.c.slow, 0, &slow, why, sizeof why)) < 0) {
     hc_tier_close (fast);
     return cli_fail (cmd, "%s", why);
-  }
-  char recorded[256];
-  if (!a.force && hc_volume_slow_path (fast, recorded, sizeof recorded) == 0) {
-    hc_tier_close (fast);
-    hc_tier_close (slow);
-    return cli_fail (cmd, "%s already holds a hintcache volume; use --force to replace it", a.fast);
   }
   rc = hc_volume_format (fast, slow, &fo, why, sizeof why);
   if (rc == 0) {
@@ -276,6 +280,10 @@ cmd_format (int argc, char **argv)
   }
   hc_tier_close (fast);
   hc_tier_close (slow);
+  if (rc == -EEXIST || rc == -EBUSY)
+    return cli_fail (cmd, "%s: %s%s", a.fast, why,
+                     a.force ? "; --discard-dirty formats anyway, losing it"
+                             : "; --force replaces a volume with no dirty data");
   if (rc < 0)
     return rc == -EINVAL ? cli_usage (cmd, "%s", why) : cli_fail (cmd, "%s", why);
   return 0;
@@ -510,8 +518,8 @@ show (const char *cmd, const char *usage, int argc, char **argv, bool stats)
     printf ("state       %s; %" PRIu64 " journal sectors to replay; %u range hints\n",
             in.was_clean ? "closed cleanly" : "not closed cleanly", in.replayed, in.range_hints);
     if (in.sb_damaged)
-      printf ("repaired    superblock %s was damaged; the other copy was used\n",
-              in.sb_damaged == 3 ? "A and B" : in.sb_damaged == 1 ? "A" : "B");
+      printf ("damaged     superblock %s (the other copy was used; opening read-write rewrites "
+              "both)\n", in.sb_damaged == 1 ? "A" : "B");
     if (in.tail_damaged)
       printf ("recovered   the journal ended at a damaged sector: the commit being written when "
               "the power failed was dropped\n");

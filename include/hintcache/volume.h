@@ -62,6 +62,14 @@ int hc_mode_parse (const char *name, enum hc_mode *mode);
  * first is the default. */
 const char *hc_policy_name (unsigned index);
 
+/* What hc_volume_format may format over. */
+enum hc_format_over {
+  HC_FORMAT_NEW = 0,  /* only a fast tier that clearly holds no volume: both superblock
+                       * slots read, and neither has hintcache's magic number */
+  HC_FORMAT_REPLACE,  /* also a volume that opens and has no dirty data */
+  HC_FORMAT_DISCARD,  /* anything: dirty data not yet on the slow tier is lost */
+};
+
 /* Options of hc_volume_format; zeroed fields take the defaults. */
 struct hc_format_opts {
   uint32_t block_size;    /* 4096 … 65536, a power of two; default 4096 */
@@ -69,13 +77,17 @@ struct hc_format_opts {
   const char *policy;     /* default "hintaware" */
   const char *slow_path;  /* recorded so tools can find the slow tier */
   uint32_t max_ranges;    /* range hints kept; default 65536 */
+  enum hc_format_over over; /* default HC_FORMAT_NEW */
 };
 
 /* Formats a volume: a superblock and empty metadata on the fast tier, a
  * label in the last 4 KiB of the slow tier (whose size, block-aligned below
  * the label, is the volume's size; nothing else of the slow tier is
- * touched).  Returns 0, -EINVAL (bad options, a tier too small: `why` says)
- * or an I/O error. */
+ * touched).  What was on the fast tier is kept unless o->over allows
+ * formatting over it.  Returns 0, -EINVAL (bad options, a tier too small:
+ * `why` says), -EEXIST (a volume, or what may be one: damaged, unreadable
+ * or of another format version, is there), -EBUSY (that volume holds dirty
+ * data), or an I/O error. */
 int hc_volume_format (hc_tier *fast, hc_tier *slow, const struct hc_format_opts *o, char *why,
                       size_t whylen);
 

@@ -1,6 +1,6 @@
 /* nbdkit-hintcache-plugin: serves a hintcache volume over NBD.
  *
- *   nbdkit hintcache fast=FAST [slow=SLOW] [mode=M] [format=true|force]
+ *   nbdkit hintcache fast=FAST [slow=SLOW] [mode=M] [format=true|force|discard]
  *                    [policy=P] [block-size=N] [control=SOCKET] [classes=FILE]
  *                    [seq-cutoff=SIZE] [direct=true]
  *
@@ -8,8 +8,10 @@
  * SLOW (a file, a block device, or an NBD URI such as
  * nbd+unix:///?socket=/run/disk.sock: the disk, possibly another server).
  * Without slow=, the slow tier recorded when the volume was formatted is
- * used.  format=true formats FAST when it does not hold a volume yet;
- * format=force formats it whatever it holds.
+ * used.  format=true formats FAST when it clearly holds no volume (and
+ * opens the one it holds otherwise); format=force also replaces a volume
+ * with no dirty data; format=discard formats whatever FAST holds, losing
+ * dirty data.
  *
  * Hints on the wire, with no protocol change: the export name is a hint for
  * every request of the connection — a class ("metadata", "journal", …), an
@@ -47,7 +49,7 @@
 static struct {
   char *fast, *slow, *control, *classes_file, *policy;
   bool direct;
-  int format;            /* 0 no, 1 if missing, 2 force */
+  int format;            /* 0 no, 1 if missing, 2 force (no dirty data), 3 discard */
   bool mode_set;
   enum hc_mode mode;
   uint32_t block_size;
@@ -114,6 +116,8 @@ hc_config (const char *key, const char *value)
   if (strcmp (key, "format") == 0) {
     if (strcmp (value, "force") == 0)
       cfg.format = 2;
+    else if (strcmp (value, "discard") == 0)
+      cfg.format = 3;
     else {
       int b = nbdkit_parse_bool (value);
       if (b < 0)
@@ -166,7 +170,8 @@ hc_config_complete (void)
   "slow=FILE|URI       the slow tier: a file, block device or NBD URI; default: the\n"  \
   "                    one recorded when the volume was formatted\n"                     \
   "mode=MODE           writethrough, writeback, writearound or passthrough (persists)\n" \
-  "format=true|force   format FAST if it holds no volume yet (true) or always (force)\n" \
+  "format=true|force|discard  format FAST if it holds no volume (true), also over a\n"  \
+  "                    volume with no dirty data (force), or whatever it holds (discard)\n" \
   "policy=NAME         replacement policy when formatting: hintaware, lru, s3fifo, ...\n" \
   "block-size=N        cache block size when formatting (4K ... 64K, default 4K)\n"     \
   "control=SOCKET      serve the control socket (range hints, stats) at SOCKET\n"       \
@@ -215,16 +220,24 @@ hc_get_ready (void)
     nbdkit_error ("slow tier: %s", why);
     return -1;
   }
-  bool has_volume = hc_volume_slow_path (fast_tier, recorded, sizeof recorded) == 0;
-  if (cfg.format == 2 || (cfg.format == 1 && !has_volume)) {
+  rc = -EEXIST;
+  if (cfg.format) {
+    static const enum hc_format_over over[] = { 0, HC_FORMAT_NEW, HC_FORMAT_REPLACE,
+                                                HC_FORMAT_DISCARD };
     struct hc_format_opts fo = { .block_size = cfg.block_size, .mode = cfg.mode,
-                                 .policy = cfg.policy, .slow_path = slow };
-    if ((rc = hc_volume_format (fast_tier, slow_tier, &fo, why, sizeof why)) < 0) {
+                                 .policy = cfg.policy, .slow_path = slow,
+                                 .over = over[cfg.format] };
+    rc = hc_volume_format (fast_tier, slow_tier, &fo, why, sizeof why);
+    if (rc < 0 && (cfg.format > 1 || rc != -EEXIST)) {
       nbdkit_error ("formatting %s: %s", cfg.fast, why);
       return -1;
     }
-    nbdkit_debug ("formatted %s for %s", cfg.fast, slow);
-  } else if (cfg.policy || cfg.block_size) {
+    if (rc == 0)
+      nbdkit_debug ("formatted %s for %s", cfg.fast, slow);
+    else
+      nbdkit_debug ("%s holds a volume (%s): opening it", cfg.fast, why);
+  }
+  if (rc < 0 && (cfg.policy || cfg.block_size)) {
     nbdkit_error ("policy= and block-size= apply when formatting (add format=force to "
                   "reformat, losing the cache's contents)");
     return -1;

@@ -306,7 +306,7 @@ fill_table (uint64_t i, uint8_t *s)
 }
 
 int
-hc_meta_format (hc_tier *fast, hc_tier *slow, const struct hc_format_opts *o, char *why,
+hc_meta_format (hc_tier *fast, hc_tier *slow, const struct hc_format_opts *o, bool dry, char *why,
                 size_t whylen)
 {
   struct hc_format_opts def = { 0 };
@@ -384,6 +384,8 @@ hc_meta_format (hc_tier *fast, hc_tier *slow, const struct hc_format_opts *o, ch
   sb.replay_pos = 0;
   sb.flags = HC_SB_CLEAN;
   seed = uuid_seed (sb.cache_uuid);
+  if (dry)
+    return 0;
 
   /* Any old superblocks go first, then empty metadata, then the label,
    * then the superblocks last: a format cut short leaves no superblock and
@@ -707,7 +709,7 @@ hc_meta_load (hc_volume *v, char *why, size_t whylen)
   L.entry = calloc (v->sb.nblocks, sizeof *L.entry);
   if (!L.entry)
     return -ENOMEM;
-  if ((rc = check_label (v->slow, &v->sb, why, whylen)) < 0)
+  if (!v->any_slow && (rc = check_label (v->slow, &v->sb, why, whylen)) < 0)
     goto out;
   const unsigned k = v->sb.copy;
   rc = read_region (v, "table", hc_sb_copy_off (&v->sb, v->sb.table_off, k), v->sb.table_sectors, 0,

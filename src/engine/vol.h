@@ -102,6 +102,7 @@ struct hc_volume {
 
   uint64_t replayed;
   bool was_clean;
+  bool any_slow;               /* read-only look without the slow tier's label check */
   bool tail_damaged;           /* replay ended at a damaged sector (a commit cut short) */
   unsigned sb_damaged;         /* superblock copies found damaged at open (bit 0: A, 1: B) */
   bool failed;                 /* a commit failed: refuse further writes */
@@ -128,9 +129,10 @@ int hc_sb_decode (const uint8_t sector[HC_FMT_SECTOR], struct hc_super *sb);
 int hc_meta_read_sb (hc_tier *fast, struct hc_super *sb, unsigned *damaged, char *why,
                      size_t whylen);
 
-/* Lays out and writes a new volume. */
-int hc_meta_format (hc_tier *fast, hc_tier *slow, const struct hc_format_opts *o, char *why,
-                    size_t whylen);
+/* Lays out and writes a new volume (dry: only checks the options and
+ * that the tiers are large enough, writing nothing). */
+int hc_meta_format (hc_tier *fast, hc_tier *slow, const struct hc_format_opts *o, bool dry,
+                    char *why, size_t whylen);
 
 /* Loads the current checkpoint copy (table, range hints, statistics) and
  * replays the journal into v (v->sb and the directory must be set up).

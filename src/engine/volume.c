@@ -9,6 +9,7 @@
  * sure replay can never splice them in.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,17 +52,72 @@ hc_policy_name (unsigned index)
   return NULL;
 }
 
+static int open_volume (hc_tier *fast, hc_tier *slow, const struct hc_open_opts *o, bool any_slow,
+                        hc_volume **out, char *why, size_t whylen);
+static void destroy (hc_volume *v);
+
+/* May a format go over what the fast tier holds?  Formatting destroys the
+ * cache's contents, so anything that may be a volume counts as one: a
+ * damaged superblock, an I/O error, another format version.  To replace a
+ * volume, it must open (with whatever slow tier it belongs to) and hold
+ * no dirty data. */
+static int
+may_format (hc_tier *fast, hc_tier *slow, enum hc_format_over over, char *why, size_t whylen)
+{
+  struct hc_super sb;
+  char reason[200];
+  int rc;
+
+  if (over == HC_FORMAT_DISCARD)
+    return 0;
+  rc = hc_meta_read_sb (fast, &sb, NULL, reason, sizeof reason);
+  if (rc == -EINVAL)
+    return 0; /* clearly not a volume */
+  if (over == HC_FORMAT_NEW || rc < 0) {
+    snprintf (why, whylen, "%s%s; refusing to format over it (%s)",
+              rc == 0 ? "the fast tier already holds a hintcache volume" : "the fast tier may hold "
+              "a hintcache volume: ", rc == 0 ? "" : reason,
+              rc == 0 ? "replacing a volume with no dirty data is allowed when asked" : "only "
+              "discarding whatever it holds is allowed");
+    return -EEXIST;
+  }
+  struct hc_open_opts oo = { .read_only = true, .no_cleaner = true };
+  hc_volume *v;
+  if ((rc = open_volume (fast, slow, &oo, true, &v, reason, sizeof reason)) < 0) {
+    snprintf (why, whylen, "the fast tier holds a hintcache volume that does not open (%s), so "
+              "whether it holds dirty data is unknown; refusing to replace it", reason);
+    return -EEXIST;
+  }
+  uint64_t dirty = hc_vol_dirty (v);
+  destroy (v);
+  if (dirty) {
+    snprintf (why, whylen, "the fast tier's volume holds %" PRIu64 " dirty blocks not yet on its "
+              "slow tier; write them back (hintcache clean) or discard them", dirty);
+    return -EBUSY;
+  }
+  return 0;
+}
+
 int
 hc_volume_format (hc_tier *fast, hc_tier *slow, const struct hc_format_opts *o, char *why,
                   size_t whylen)
 {
   char dummy[8];
+  int rc;
+
   if (!why) {
     why = dummy;
     whylen = sizeof dummy;
   }
   why[0] = '\0';
-  return hc_meta_format (fast, slow, o, why, whylen);
+  if (o && (unsigned) o->over > HC_FORMAT_DISCARD) {
+    snprintf (why, whylen, "unknown format-over choice %u", (unsigned) o->over);
+    return -EINVAL;
+  }
+  if ((rc = hc_meta_format (fast, slow, o, true, why, whylen)) < 0
+      || (rc = may_format (fast, slow, o ? o->over : HC_FORMAT_NEW, why, whylen)) < 0)
+    return rc;
+  return hc_meta_format (fast, slow, o, false, why, whylen);
 }
 
 /* Frees a volume's memory (its threads are stopped). */
@@ -86,9 +142,11 @@ destroy (hc_volume *v)
   free (v);
 }
 
+/* any_slow: skip the slow tier's label (to look at a volume without its
+ * slow tier, read-only). */
 static int
-open_volume (hc_tier *fast, hc_tier *slow, const struct hc_open_opts *o, hc_volume **out,
-             char *why, size_t whylen)
+open_volume (hc_tier *fast, hc_tier *slow, const struct hc_open_opts *o, bool any_slow,
+             hc_volume **out, char *why, size_t whylen)
 {
   struct hc_open_opts def = { 0 };
   hc_volume *v;
@@ -124,6 +182,7 @@ open_volume (hc_tier *fast, hc_tier *slow, const struct hc_open_opts *o, hc_volu
   v->device_hint = o->device_hint;
   v->seed = hc_get64 (sb.cache_uuid) ^ hc_get64 (sb.cache_uuid + 8);
   v->was_clean = sb.flags & HC_SB_CLEAN;
+  v->any_slow = any_slow && o->read_only;
   v->sb_damaged = damaged;
   pthread_mutex_init (&v->lock, NULL);
   pthread_mutex_init (&v->commit_lock, NULL);
@@ -182,7 +241,7 @@ hc_volume_open (hc_tier *fast, hc_tier *slow, const struct hc_open_opts *o, hc_v
     whylen = sizeof dummy;
   }
   why[0] = '\0';
-  return open_volume (fast, slow, o, out, why, whylen);
+  return open_volume (fast, slow, o, false, out, why, whylen);
 }
 
 int
@@ -353,7 +412,7 @@ hc_volume_check (hc_tier *fast, hc_tier *slow, char *why, size_t whylen)
     whylen = sizeof dummy;
   }
   why[0] = '\0';
-  if ((rc = open_volume (fast, slow, &o, &v, why, whylen)) < 0)
+  if ((rc = open_volume (fast, slow, &o, false, &v, why, whylen)) < 0)
     return rc;
   /* Both superblock copies were decoded by the open; the table, range
    * hints, journal and mapping invariants were checked by the load. */
