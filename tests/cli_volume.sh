@@ -107,6 +107,19 @@ expect_status 0 "$hc" clean "$f"
 expect_status 0 "$hc" format --fast "$f" --slow "$s" --force
 contains "$out" "formatted" "--force replaces a clean volume"
 
+# A volume is opened by one process at a time: another holder is named.
+requires flock
+flock -o "$f" sleep 30 &
+holder=$!
+for i in $(seq 50); do grep -q " $holder " /proc/locks 2>/dev/null && break; sleep 0.1; done
+expect_status 1 "$hc" io "$f" read 0 4096
+contains "$err" "in use by process $holder (flock)" "the holder is named"
+expect_status 1 "$hc" clean "$f"
+expect_status 1 "$hc" format --fast "$f" --slow "$s" --force --discard-dirty
+contains "$err" "in use by" "no format under a live volume"
+pkill -P $holder sleep || true; wait $holder 2>/dev/null || true
+expect_status 0 "$hc" io "$f" read 0 4096
+
 for c in format info check clean stats io; do
   expect_status 0 "$hc" $c --help
   contains "$out" "Usage: hintcache $c" "help for $c"

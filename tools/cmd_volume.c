@@ -95,12 +95,12 @@ vol_open (const char *cmd, const char *fast_path, const char *slow_path, bool re
 {
   char recorded[256], why[256];
   struct hc_open_opts o = { .read_only = read_only, .no_cleaner = true };
-  unsigned flags = read_only ? HC_TIER_READONLY : 0;
+  unsigned flags = (read_only ? HC_TIER_READONLY : 0) | HC_TIER_CLAIM;
   int rc;
 
   memset (x, 0, sizeof *x);
-  if ((rc = hc_tier_open_file (fast_path, flags, &x->fast)) < 0)
-    return cli_fail (cmd, "%s: %s", fast_path, strerror (-rc));
+  if ((rc = hc_tier_open (fast_path, flags, &x->fast, why, sizeof why)) < 0)
+    return cli_fail (cmd, "%s", why);
   if (!slow_path) {
     if ((rc = hc_volume_slow_path (x->fast, recorded, sizeof recorded)) < 0) {
       hc_tier_close (x->fast);
@@ -256,9 +256,9 @@ cmd_format (int argc, char **argv)
   if (a.discard_dirty && !a.force)
     return cli_usage (cmd, "--discard-dirty goes with --force");
   fo.over = a.discard_dirty ? HC_FORMAT_DISCARD : a.force ? HC_FORMAT_REPLACE : HC_FORMAT_NEW;
-  if ((rc = hc_tier_open_file (a.fast, 0, &fast)) < 0)
-    return cli_fail (cmd, "%s: %s", a.fast, strerror (-rc));
-  if ((rc = hc_tier_open (a.c.slow, 0, &slow, why, sizeof why)) < 0) {
+  if ((rc = hc_tier_open (a.fast, HC_TIER_CLAIM, &fast, why, sizeof why)) < 0)
+    return cli_fail (cmd, "%s", why);
+  if ((rc = hc_tier_open (a.c.slow, HC_TIER_CLAIM, &slow, why, sizeof why)) < 0) {
     hc_tier_close (fast);
     return cli_fail (cmd, "%s", why);
   }
@@ -572,8 +572,8 @@ cmd_check (int argc, char **argv)
     return rc;
   if (argc - optind != 1)
     return cli_usage (cmd, "expected the fast tier's path (see --help)");
-  if ((rc = hc_tier_open_file (argv[optind], HC_TIER_READONLY, &fast)) < 0)
-    return cli_fail (cmd, "%s: %s", argv[optind], strerror (-rc));
+  if ((rc = hc_tier_open (argv[optind], HC_TIER_READONLY | HC_TIER_CLAIM, &fast, why, sizeof why)) < 0)
+    return cli_fail (cmd, "%s", why);
   slow_path = a.c.slow;
   if (!slow_path && hc_volume_slow_path (fast, recorded, sizeof recorded) == 0 && recorded[0])
     slow_path = recorded;
@@ -583,7 +583,7 @@ cmd_check (int argc, char **argv)
     hc_tier_close (fast);
     return cli_fail (cmd, "%s: %s", argv[optind], rc == -ENODEV ? "no slow tier recorded; give --slow" : why);
   }
-  if ((rc = hc_tier_open (slow_path, HC_TIER_READONLY, &slow, why, sizeof why)) < 0) {
+  if ((rc = hc_tier_open (slow_path, HC_TIER_READONLY | HC_TIER_CLAIM, &slow, why, sizeof why)) < 0) {
     hc_tier_close (fast);
     return cli_fail (cmd, "slow tier: %s", why);
   }

@@ -64,6 +64,10 @@ enum hc_tier_open_flag {
   HC_TIER_READONLY = 1u << 0,
   HC_TIER_DIRECT   = 1u << 1, /* O_DIRECT: buffers and offsets must then be
                                  aligned to the device's logical block size */
+  HC_TIER_CLAIM    = 1u << 2, /* files: a claim no other process can share while it
+                                 lasts — flock, exclusive (shared when read-only), and
+                                 O_EXCL on a block device opened read-write; taken
+                                 or the open fails with -EBUSY.  NBD: ignored */
 };
 
 /* ---- The door: every tier I/O passes through these. ---- */
@@ -101,8 +105,14 @@ void hc_tier_close (hc_tier *t);
 /* Opens a regular file or block device.  The size is the file's size (or
  * the device's) rounded down to a multiple of HC_SECTOR_SIZE.  Returns 0, or
  * the negative errno of open/fstat; -EINVAL if it is neither a regular file
- * nor a block device. */
+ * nor a block device; -EBUSY if HC_TIER_CLAIM was asked and another holds
+ * the file (or the device is mounted or claimed). */
 int hc_tier_open_file (const char *path, unsigned flags, hc_tier **out);
+
+/* Names who holds a claim on the file at `path` (for the message after
+ * -EBUSY): "process PID (COMM)" from the kernel's lock table, or "another
+ * process" if none can be named.  Writes a NUL-terminated string. */
+void hc_tier_file_holder (const char *path, char *buf, size_t len);
 
 /* Creates a zero-filled RAM tier of `size` bytes (a multiple of
  * HC_SECTOR_SIZE).  Returns 0, -EINVAL or -ENOMEM. */

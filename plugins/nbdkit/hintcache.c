@@ -202,7 +202,7 @@ hc_get_ready (void)
   char why[256], recorded[512];
   int rc;
 
-  if ((rc = hc_tier_open (cfg.fast, cfg.direct ? HC_TIER_DIRECT : 0, &fast_tier, why,
+  if ((rc = hc_tier_open (cfg.fast, (cfg.direct ? HC_TIER_DIRECT : 0) | HC_TIER_CLAIM, &fast_tier, why,
                           sizeof why)) < 0) {
     nbdkit_error ("fast tier: %s", why);
     return -1;
@@ -216,7 +216,7 @@ hc_get_ready (void)
     }
     slow = recorded;
   }
-  if ((rc = hc_tier_open (slow, 0, &slow_tier, why, sizeof why)) < 0) {
+  if ((rc = hc_tier_open (slow, HC_TIER_CLAIM, &slow_tier, why, sizeof why)) < 0) {
     nbdkit_error ("slow tier: %s", why);
     return -1;
   }

@@ -30,6 +30,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
@@ -322,10 +323,55 @@ probe (int fd, bool readonly, uint64_t *size, unsigned *caps)
   return 0;
 }
 
+/* The claim: flock on the file (shared when read-only, so that readers
+ * exclude only writers); a block device opened for writing also gets
+ * O_EXCL, which the kernel holds against mounts and other claimants. */
+static int
+claim (int fd, bool readonly)
+{
+  if (flock (fd, (readonly ? LOCK_SH : LOCK_EX) | LOCK_NB) < 0)
+    return errno == EWOULDBLOCK ? -EBUSY : -errno;
+  return 0;
+}
+
+void
+hc_tier_file_holder (const char *path, char *buf, size_t len)
+{
+  struct stat st;
+  char line[256], comm[64] = "";
+  FILE *f;
+  long pid = 0;
+
+  snprintf (buf, len, "another process");
+  if (stat (path, &st) < 0 || !(f = fopen ("/proc/locks", "re")))
+    return;
+  /* "1: FLOCK  ADVISORY  WRITE 1234 08:01:56789 0 EOF" */
+  while (!pid && fgets (line, sizeof line, f)) {
+    char kind[16];
+    long p;
+    unsigned maj, min;
+    unsigned long long ino;
+    if (sscanf (line, "%*s %15s %*s %*s %ld %x:%x:%llu", kind, &p, &maj, &min, &ino) == 5
+        && strcmp (kind, "FLOCK") == 0 && ino == st.st_ino
+        && makedev (maj, min) == st.st_dev)
+      pid = p;
+  }
+  fclose (f);
+  if (!pid)
+    return;
+  snprintf (line, sizeof line, "/proc/%ld/comm", pid);
+  if ((f = fopen (line, "re"))) {
+    if (fgets (comm, sizeof comm, f))
+      comm[strcspn (comm, "\n")] = '\0';
+    fclose (f);
+  }
+  snprintf (buf, len, "process %ld%s%s%s", pid, comm[0] ? " (" : "", comm, comm[0] ? ")" : "");
+}
+
 int
 hc_tier_open_file (const char *path, unsigned flags, hc_tier **out)
 {
-  const unsigned known = HC_TIER_READONLY | HC_TIER_DIRECT;
+  const unsigned known = HC_TIER_READONLY | HC_TIER_DIRECT | HC_TIER_CLAIM;
   bool readonly = flags & HC_TIER_READONLY;
   /* O_NONBLOCK only for the open itself: a FIFO must not hang it (it is
    * refused just after); O_NOCTTY so a terminal is never adopted. */
@@ -340,12 +386,19 @@ hc_tier_open_file (const char *path, unsigned flags, hc_tier **out)
     return -EINVAL;
   if (flags & HC_TIER_DIRECT)
     oflags |= O_DIRECT;
+  if ((flags & HC_TIER_CLAIM) && !readonly) {
+    struct stat st;
+    if (stat (path, &st) == 0 && S_ISBLK (st.st_mode))
+      oflags |= O_EXCL;
+  }
   fd = open (path, oflags);
   if (fd < 0)
     /* Opening a directory for writing fails with EISDIR; it is refused
      * for not being a file, read-only or not, so say so consistently. */
     return errno == EISDIR ? -EINVAL : -errno;
   rc = probe (fd, readonly, &size, &caps);
+  if (rc == 0 && (flags & HC_TIER_CLAIM))
+    rc = claim (fd, readonly);
   if (rc == 0 && ((fl = fcntl (fd, F_GETFL)) < 0 || fcntl (fd, F_SETFL, fl & ~O_NONBLOCK) < 0))
     rc = -errno;
   if (rc == 0 && !(f = calloc (1, sizeof *f)))

@@ -31,7 +31,7 @@ is_nbd_uri (const char *spec)
 int
 hc_tier_open (const char *spec, unsigned flags, hc_tier **out, char *why, size_t whylen)
 {
-  const unsigned known = HC_TIER_READONLY | HC_TIER_DIRECT;
+  const unsigned known = HC_TIER_READONLY | HC_TIER_DIRECT | HC_TIER_CLAIM;
   int rc;
 
   if (why && whylen)
@@ -42,14 +42,20 @@ hc_tier_open (const char *spec, unsigned flags, hc_tier **out, char *why, size_t
     return -EINVAL;
   }
   if (is_nbd_uri (spec))
-    return hc_tier_open_nbd (spec, flags, out, why, whylen);
+    return hc_tier_open_nbd (spec, flags & ~HC_TIER_CLAIM, out, why, whylen);
   rc = hc_tier_open_file (spec, flags, out);
   if (rc < 0 && why && whylen) {
     /* With the arguments checked above, EINVAL can only mean the kind of
      * file; O_DIRECT refused by the filesystem also says EINVAL. */
+    char holder[96];
     if (rc == -EINVAL)
       snprintf (why, whylen, "%s: not a regular file or block device%s", spec,
                 (flags & HC_TIER_DIRECT) ? " (or O_DIRECT is not supported there)" : "");
+    else if (rc == -EBUSY && (flags & HC_TIER_CLAIM)) {
+      hc_tier_file_holder (spec, holder, sizeof holder);
+      snprintf (why, whylen, "%s is in use by %s (a volume is opened by one process at a "
+                "time; a running server answers on its control socket)", spec, holder);
+    }
     else
       snprintf (why, whylen, "%s: %s", spec, strerror (-rc));
   }
