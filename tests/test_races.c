@@ -16,6 +16,10 @@
  *   evict_durable   evict wrote back a copy whose mapping was not durable
  *                   while the durable mapping was an older clean copy: after
  *                   a power cut, that clean copy differed from the slow tier.
+ *   prefetch_stall  willneed on a cache full of dirty data that cannot be
+ *                   written back: the prefetch, on the cleaner thread, waited
+ *                   for the cleaner (itself) about 10 s a block, and close
+ *                   waited for it.
  *
  * A case that hangs is a failure too: a watchdog ends the test. */
 #include <errno.h>
@@ -406,6 +410,57 @@ evict_durable (void)
   rig_down (&r);
 }
 
+/* ---- prefetch_stall ---- */
+
+struct closer {
+  struct rig *r;
+  volatile int done;
+};
+
+static void *
+advise_and_close (void *arg)
+{
+  struct closer *x = arg;
+  hc_volume_advise (x->r->v, 1000 * BS, 3 * BS, (struct hc_hint) { .advice = HC_ADVICE_WILLNEED });
+  usleep (300 * 1000); /* the cleaner takes the prefetch */
+  hc_volume_close (x->r->v);
+  x->r->v = NULL;
+  bump (&x->done);
+  return NULL;
+}
+
+static void
+prefetch_stall (void)
+{
+  struct rig r;
+  struct hc_format_opts fo = { .mode = HC_MODE_WRITEBACK, .max_ranges = 64,
+                              .over = HC_FORMAT_DISCARD };
+  struct hc_open_opts oo = { .dirty_high = 100, .dirty_low = 99 };
+  struct hc_fault_rule fail = { .ops = HC_FAULT_WRITE, .fraction = 1, .err = EIO };
+  static uint8_t data[BS];
+  char why[200];
+  pthread_t t;
+
+  scenario ("prefetch_stall");
+  rig_up (&r, HC_MODE_WRITEBACK, false);
+  hc_volume_close (r.v);
+  CHECK (hc_volume_format (r.fast, r.slow, &fo, why, sizeof why) == 0, "format: %s", why);
+  CHECK (hc_volume_open (r.fast, r.slow, &oo, &r.v, why, sizeof why) == 0, "open: %s", why);
+  /* Every cache block dirty (one write each, while the free list lasts),
+   * and nothing can be written back. */
+  uint32_t n = r.v->dir.map.n;
+  CHECK (n + 3 < 1000, "the prefetched blocks are not among the written ones");
+  hc_tier_faulty_set (r.sfault, &fail);
+  memset (data, 0x5a, BS);
+  for (uint32_t b = 0; b < n; b++)
+    hc_volume_write (r.v, data, BS, (uint64_t) b * BS, 0, NULL);
+  struct closer x = { .r = &r };
+  pthread_create (&t, NULL, advise_and_close, &x);
+  CHECK (wait_for (&x.done, 1, 5000), "willneed and close within 5 s on a cache that cannot clean");
+  pthread_join (t, NULL);
+  rig_down (&r);
+}
+
 int
 main (void)
 {
@@ -415,6 +470,7 @@ main (void)
   read_error ();
   mode_switch ();
   evict_durable ();
+  prefetch_stall ();
   alarm (0);
   return test_exit ("test_races");
 }

@@ -3,7 +3,8 @@
  * Each round it does whatever is due, then sleeps until woken or 100 ms
  * pass:
  *
- *   prefetch   willneed ranges queued by hc_volume_advise;
+ *   prefetch   willneed ranges queued by hc_volume_advise, PREFETCH_SLICE
+ *              blocks a round, never waiting for room (io.c);
  *   write-back dirty blocks: from dirty_high % of the cache dirty down to
  *              dirty_low %, paced while requests arrive (see Pacing), flat
  *              out when the volume is idle or once dirty data has passed
@@ -46,6 +47,7 @@
 #include "vol.h"
 
 #define BATCH 16384
+#define PREFETCH_SLICE 256 /* blocks prefetched per round */
 #define PACE_S 10     /* paced write-back closes its gap in about this long */
 #define PACE_EVERY_NS 1000000000ull /* paced write-back runs at most this often */
 
@@ -184,7 +186,8 @@ cleaner_main (void *arg)
     bool worked = false;
     if (!failed) {
       if (prefetch) {
-        hc_vol_run_prefetch (v);
+        /* A slice at a time: write-back, free space and commits go on. */
+        hc_vol_run_prefetch (v, PREFETCH_SLICE);
         worked = true;
       }
       const uint64_t low = (uint64_t) v->opts.dirty_low * n / 100;

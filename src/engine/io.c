@@ -1060,6 +1060,11 @@ hc_volume_zero (hc_volume *v, uint64_t off, uint64_t len, unsigned flags,
  * Advice, prefetch and write-back of single blocks.
  */
 
+/* Brings block blk into the cache for willneed advice.  A prefetch never
+ * waits for room: it runs on the cleaner thread (which would wait for
+ * itself) and competes with requests, so when no block is free or clean
+ * it gives up.  Returns 1 (cached now or already), 0 (no room), or an
+ * error. */
 int
 hc_vol_prefetch_block (hc_volume *v, uint64_t blk, struct hc_hint hint)
 {
@@ -1076,10 +1081,14 @@ hc_vol_prefetch_block (hc_volume *v, uint64_t blk, struct hc_hint hint)
     hc_dir_protect (&v->dir, c);
     pthread_mutex_unlock (&v->lock);
     pthread_rwlock_unlock (stripe (v, blk));
-    return 0;
+    return 1;
   }
-  if (v->mode == HC_MODE_PASSTHROUGH || v->failed || !hc_dir_admit (&v->dir, &a, &why)
-      || (c = take_block (v, &a, &why, true)) == HC_NIL) {
+  if (v->mode == HC_MODE_PASSTHROUGH || v->failed || !hc_dir_admit (&v->dir, &a, &why)) {
+    pthread_mutex_unlock (&v->lock);
+    pthread_rwlock_unlock (stripe (v, blk));
+    return 1; /* not admitted: as good as done */
+  }
+  if ((c = take_block (v, &a, &why, false)) == HC_NIL) {
     pthread_mutex_unlock (&v->lock);
     pthread_rwlock_unlock (stripe (v, blk));
     return 0;
@@ -1101,7 +1110,7 @@ hc_vol_prefetch_block (hc_volume *v, uint64_t blk, struct hc_hint hint)
   }
   pthread_mutex_unlock (&v->lock);
   pthread_rwlock_unlock (stripe (v, blk));
-  return rc;
+  return rc < 0 ? rc : 1;
 }
 
 /* Writes back dirty block c.  The slow tier must not change while an
@@ -1199,6 +1208,37 @@ reclass_range (hc_volume *v, uint64_t b0, uint64_t b1, unsigned cls)
   }
 }
 
+/* Willneed prefetches are bounded: at most a cache's worth of blocks wait
+ * in the queue (a range is cut to that, and the oldest ranges give way to
+ * new ones), the cleaner runs them a slice at a time between its other
+ * work, a prefetch that finds no room ends the whole queue (the cache is
+ * full of dirty or busy data: the advice cannot be followed now), and
+ * closing stops them at the next block. */
+
+/* Queues [b0, b1) (caller holds lock). */
+static void
+queue_prefetch (hc_volume *v, uint64_t b0, uint64_t b1, struct hc_hint hint)
+{
+  uint64_t n = b1 - b0, max = v->dir.map.n;
+
+  if (n > max)
+    n = max;
+  while (v->nprefetch && v->prefetch_blocks + n > max) {
+    v->prefetch_blocks -= v->prefetch[0].n;
+    memmove (v->prefetch, v->prefetch + 1, --v->nprefetch * sizeof *v->prefetch);
+  }
+  if (v->nprefetch == v->capprefetch) {
+    size_t ncap = v->capprefetch ? v->capprefetch * 2 : 16;
+    struct hc_prefetch *np = realloc (v->prefetch, ncap * sizeof *np);
+    if (!np)
+      return; /* advice is advisory */
+    v->prefetch = np;
+    v->capprefetch = ncap;
+  }
+  v->prefetch[v->nprefetch++] = (struct hc_prefetch) { b0, n, hint };
+  v->prefetch_blocks += n;
+}
+
 int
 hc_volume_unadvise (hc_volume *v, uint64_t off, uint64_t len)
 {
@@ -1263,16 +1303,7 @@ hc_volume_advise (hc_volume *v, uint64_t off, uint64_t len, struct hc_hint hint)
         hc_dir_demote (&v->dir, c);
     }
   } else if (hint.advice == HC_ADVICE_WILLNEED) {
-    if (v->nprefetch == v->capprefetch) {
-      size_t ncap = v->capprefetch ? v->capprefetch * 2 : 16;
-      struct hc_prefetch *np = realloc (v->prefetch, ncap * sizeof *np);
-      if (np) {
-        v->prefetch = np;
-        v->capprefetch = ncap;
-      }
-    }
-    if (v->nprefetch < v->capprefetch)
-      v->prefetch[v->nprefetch++] = (struct hc_prefetch) { off, len, hint };
+    queue_prefetch (v, b0, b1, hint);
     pthread_cond_signal (&v->wake);
   }
   pthread_mutex_unlock (&v->lock);
@@ -1303,25 +1334,33 @@ hc_volume_advise (hc_volume *v, uint64_t off, uint64_t len, struct hc_hint hint)
       rc = hc_meta_commit (v, false);
   } else if (hint.advice == HC_ADVICE_WILLNEED && !v->cleaner_started) {
     /* No background thread: prefetch now. */
-    rc = hc_vol_run_prefetch (v);
+    rc = hc_vol_run_prefetch (v, UINT64_MAX);
   }
   return rc < 0 ? rc : 0;
 }
 
 int
-hc_vol_run_prefetch (hc_volume *v)
+hc_vol_run_prefetch (hc_volume *v, uint64_t budget)
 {
   int rc = 0;
 
   pthread_mutex_lock (&v->lock);
-  while (v->nprefetch && rc >= 0 && !v->stop) {
-    struct hc_prefetch p = v->prefetch[0];
-    memmove (v->prefetch, v->prefetch + 1, --v->nprefetch * sizeof *v->prefetch);
+  while (v->nprefetch && budget-- && !v->stop) {
+    struct hc_prefetch *p = &v->prefetch[0];
+    uint64_t blk = p->blk++;
+    struct hc_hint hint = p->hint;
+    v->prefetch_blocks--;
+    if (--p->n == 0)
+      memmove (v->prefetch, v->prefetch + 1, --v->nprefetch * sizeof *v->prefetch);
     pthread_mutex_unlock (&v->lock);
-    for (uint64_t b = p.off >> v->bshift; b < (p.off + p.len + v->bs - 1) >> v->bshift && rc >= 0;
-         b++)
-      rc = hc_vol_prefetch_block (v, b, p.hint);
+    int r = hc_vol_prefetch_block (v, blk, hint);
     pthread_mutex_lock (&v->lock);
+    if (r <= 0) {
+      v->nprefetch = 0;
+      v->prefetch_blocks = 0;
+      rc = r;
+      break;
+    }
   }
   pthread_mutex_unlock (&v->lock);
   return rc;

@@ -51,7 +51,7 @@ struct hc_stream {
 };
 
 struct hc_prefetch {
-  uint64_t off, len;
+  uint64_t blk, n;     /* blocks [blk, blk + n) still to prefetch */
   struct hc_hint hint;
 };
 
@@ -99,6 +99,7 @@ struct hc_volume {
   uint64_t cleaned;            /* write-backs so far (progress for waiters) */
   struct hc_prefetch *prefetch;
   size_t nprefetch, capprefetch;
+  uint64_t prefetch_blocks;    /* queued in all */
 
   uint64_t replayed;
   bool was_clean;
@@ -196,12 +197,15 @@ void hc_vol_unlock_stripes (hc_volume *v);
 /* Victim filter: clean and not pinned (caller holds lock). */
 bool hc_vol_evictable (void *arg, uint32_t c);
 
-/* Brings one block into the cache for willneed (prefetch); caller holds no
- * lock.  Returns 0 or an error. */
+/* Brings one block into the cache for willneed (prefetch), never waiting
+ * for room; caller holds no lock.  Returns 1 (done), 0 (no room) or an
+ * error. */
 int hc_vol_prefetch_block (hc_volume *v, uint64_t blk, struct hc_hint hint);
 
-/* Runs the queued willneed prefetches now (caller holds no lock). */
-int hc_vol_run_prefetch (hc_volume *v);
+/* Runs up to `budget` blocks of the queued willneed prefetches (caller
+ * holds no lock); one that finds no room or fails ends the queue.
+ * Returns 0 or the error. */
+int hc_vol_run_prefetch (hc_volume *v, uint64_t budget);
 
 /* Writes back one dirty block; returns 1 if it did, 0 if there was nothing
  * to do (it changed meanwhile), or an error. */
