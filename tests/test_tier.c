@@ -279,8 +279,38 @@ test_file (void)
   CHECK_EQ (hc_tier_open_file ("/dev/null", 0, &t), -EINVAL, "character device");
   CHECK_EQ (hc_tier_open_file ("/tmp/hc_tier_no/such", 0, &t), -ENOENT, "missing");
   CHECK_EQ (hc_tier_open_file (path, 0, &t), -ENOENT, "removed");
-  CHECK_EQ (hc_tier_open_file (path, 4, &t), -EINVAL, "unknown open flag");
+  CHECK_EQ (hc_tier_open_file (path, 8, &t), -EINVAL, "unknown open flag");
   CHECK (t == NULL, "nothing returned on failure");
+}
+
+/* Claims: one writer, or any number of readers, and the holder named. */
+static void
+test_claim (void)
+{
+  char path[] = "/tmp/hc_claim_XXXXXX", who[96], want[96];
+  int fd = mkstemp (path);
+  hc_tier *a = NULL, *b = NULL, *c = NULL;
+
+  CHECK (fd >= 0 && ftruncate (fd, 1 << 20) == 0, "temp file");
+  close (fd);
+  CHECK_EQ (hc_tier_open_file (path, HC_TIER_CLAIM, &a), 0, "first claim");
+  CHECK_EQ (hc_tier_open_file (path, HC_TIER_CLAIM, &b), -EBUSY, "second writer refused");
+  CHECK_EQ (hc_tier_open_file (path, HC_TIER_CLAIM | HC_TIER_READONLY, &b), -EBUSY,
+            "reader refused while a writer holds it");
+  CHECK_EQ (hc_tier_open_file (path, 0, &b), 0, "an open without a claim is not refused");
+  hc_tier_close (b);
+  hc_tier_file_holder (path, who, sizeof who);
+  snprintf (want, sizeof want, "process %ld (", (long) getpid ());
+  CHECK (strncmp (who, want, strlen (want)) == 0, "holder named: %s", who);
+  hc_tier_close (a);
+  CHECK_EQ (hc_tier_open_file (path, HC_TIER_CLAIM | HC_TIER_READONLY, &b), 0, "reader");
+  CHECK_EQ (hc_tier_open_file (path, HC_TIER_CLAIM | HC_TIER_READONLY, &c), 0, "readers share");
+  CHECK_EQ (hc_tier_open_file (path, HC_TIER_CLAIM, &a), -EBUSY, "no writer while read");
+  hc_tier_close (b);
+  hc_tier_close (c);
+  CHECK_EQ (hc_tier_open_file (path, HC_TIER_CLAIM, &a), 0, "released at close");
+  hc_tier_close (a);
+  unlink (path);
 }
 
 static void
@@ -423,6 +453,7 @@ main (void)
 {
   test_memory ();
   test_file ();
+  test_claim ();
   test_model ();
   test_timing_tier ();
   return test_exit ("test_tier");

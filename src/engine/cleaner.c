@@ -42,7 +42,6 @@
  */
 #include <errno.h>
 #include <stdlib.h>
-#include <time.h>
 
 #include "vol.h"
 
@@ -50,14 +49,6 @@
 #define PREFETCH_SLICE 256 /* blocks prefetched per round */
 #define PACE_S 10     /* paced write-back closes its gap in about this long */
 #define PACE_EVERY_NS 1000000000ull /* paced write-back runs at most this often */
-
-static uint64_t
-now_ns (void)
-{
-  struct timespec ts;
-  clock_gettime (CLOCK_MONOTONIC, &ts);
-  return (uint64_t) ts.tv_sec * 1000000000u + (uint64_t) ts.tv_nsec;
-}
 
 struct cand {
   uint64_t origin;
@@ -113,7 +104,7 @@ clean_to (hc_volume *v, uint64_t target, uint64_t limit, bool try)
   if (!cand)
     return -ENOMEM;
   for (;;) {
-    pthread_mutex_lock (&v->lock);
+    hc_lock (&v->lock);
     uint64_t dirty = hc_vol_dirty (v), want = dirty > target ? dirty - target : 0;
     if (want > limit - (uint64_t) done)
       want = limit - (uint64_t) done;
@@ -137,7 +128,7 @@ clean_to (hc_volume *v, uint64_t target, uint64_t limit, bool try)
     done += batch;
     if (rc < 0 || batch == 0)
       break;
-    pthread_mutex_lock (&v->lock);
+    hc_lock (&v->lock);
     pthread_cond_broadcast (&v->space);
     bool stop = v->stop && target > 0;
     pthread_mutex_unlock (&v->lock);
@@ -159,14 +150,14 @@ cleaner_main (void *arg)
 {
   hc_volume *v = arg;
   bool eager = false, urgent = false;
-  uint64_t last_commit = now_ns (), last_round = last_commit, last_paced = last_commit;
+  uint64_t last_commit = hc_now_ns (), last_round = last_commit, last_paced = last_commit;
   double credit = 0; /* blocks paced write-back may write back now */
   const uint64_t n = v->dir.map.n;
   const uint32_t reserve = n / 64 < 16 ? 16 : (uint32_t) (n / 64);
 
-  pthread_mutex_lock (&v->lock);
+  hc_lock (&v->lock);
   while (!v->stop) {
-    uint64_t now = now_ns (), dirty = hc_vol_dirty (v);
+    uint64_t now = hc_now_ns (), dirty = hc_vol_dirty (v);
     if (dirty * 100 >= (uint64_t) v->opts.dirty_high * n)
       eager = true;
     else if (dirty * 100 <= (uint64_t) v->opts.dirty_low * n)
@@ -204,32 +195,24 @@ cleaner_main (void *arg)
         if (credit >= 1 && now - last_paced >= PACE_EVERY_NS) {
           long done = clean_to (v, low, (uint64_t) credit, true);
           credit = done > 0 ? credit - (double) done : 0;
-          last_paced = last_commit = now_ns (); /* (clean_to committed) */
+          last_paced = last_commit = hc_now_ns (); /* (clean_to committed) */
         }
       }
       last_round = now;
       if (reserve_low) {
         uint32_t before = v->dir.map.free.count;
         worked |= hc_vol_reclaim (v, reserve) > before;
-        last_commit = now_ns ();
+        last_commit = hc_now_ns ();
       }
       if (commit_due) {
         hc_meta_commit (v, false);
-        last_commit = now_ns ();
+        last_commit = hc_now_ns ();
       }
     }
-    pthread_mutex_lock (&v->lock);
+    hc_lock (&v->lock);
     pthread_cond_broadcast (&v->space);
-    if (!worked && !v->stop) {
-      struct timespec ts;
-      clock_gettime (CLOCK_REALTIME, &ts);
-      ts.tv_nsec += 100 * 1000000;
-      if (ts.tv_nsec >= 1000000000) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000;
-      }
-      pthread_cond_timedwait (&v->wake, &v->lock, &ts);
-    }
+    if (!worked && !v->stop)
+      hc_timedwait (&v->wake, &v->lock, 100 * 1000000ull);
   }
   pthread_mutex_unlock (&v->lock);
   return NULL;
@@ -238,7 +221,7 @@ cleaner_main (void *arg)
 int
 hc_cleaner_start (hc_volume *v)
 {
-  int rc = pthread_create (&v->cleaner, NULL, cleaner_main, v);
+  int rc = hc_spawn (&v->cleaner, cleaner_main, v);
   if (rc)
     return -rc;
   v->cleaner_started = true;
@@ -250,10 +233,10 @@ hc_cleaner_stop (hc_volume *v)
 {
   if (!v->cleaner_started)
     return;
-  pthread_mutex_lock (&v->lock);
+  hc_lock (&v->lock);
   v->stop = true;
   pthread_cond_broadcast (&v->wake);
   pthread_mutex_unlock (&v->lock);
-  pthread_join (v->cleaner, NULL);
+  hc_join (v->cleaner);
   v->cleaner_started = false;
 }

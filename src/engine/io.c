@@ -36,7 +36,6 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "vol.h"
 
@@ -167,16 +166,9 @@ take_block (hc_volume *v, const struct hc_access *a, enum hc_bypass *why, bool m
       if (!v->cleaner_started || v->failed || !may_wait)
         break;
       uint64_t before = v->cleaned;
-      struct timespec ts;
       v->space_waiters++;
       pthread_cond_signal (&v->wake);
-      clock_gettime (CLOCK_REALTIME, &ts);
-      ts.tv_nsec += 50 * 1000000;
-      if (ts.tv_nsec >= 1000000000) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000;
-      }
-      pthread_cond_timedwait (&v->space, &v->lock, &ts);
+      hc_timedwait (&v->space, &v->lock, 50 * 1000000ull);
       v->space_waiters--;
       idle = v->cleaned == before ? idle + 1 : 0;
       continue;
@@ -184,7 +176,7 @@ take_block (hc_volume *v, const struct hc_access *a, enum hc_bypass *why, bool m
     (void) attempt;
     pthread_mutex_unlock (&v->lock);
     int rc = hc_meta_commit (v, false);
-    pthread_mutex_lock (&v->lock);
+    hc_lock (&v->lock);
     if (rc < 0) {
       *why = HC_BYPASS_ERROR;
       return HC_NIL;
@@ -234,14 +226,11 @@ struct req {
 static void
 req_start (hc_volume *v, struct req *r)
 {
-  struct timespec ts;
-
   if (r->started)
     return;
   r->seq = hc_seq_update (&v->seq, r->ctx && r->ctx->stream ? &r->ctx->stream->seq : NULL, r->off,
                           r->len, v->opts.seq_cutoff);
-  clock_gettime (CLOCK_MONOTONIC_COARSE, &ts);
-  v->last_io_ns = (uint64_t) ts.tv_sec * 1000000000u + (uint64_t) ts.tv_nsec;
+  v->last_io_ns = hc_now_ns ();
   r->started = true;
 }
 
@@ -272,7 +261,7 @@ read_cached (hc_volume *v, uint32_t c, bool dirty, uint32_t boff, uint32_t blen,
   unpin (v, c);
   if (rc == 0 || rc == -ENOMEM)
     return rc;
-  pthread_mutex_lock (&v->lock);
+  hc_lock (&v->lock);
   v->dir.stats.errors_fast++;
   pthread_mutex_unlock (&v->lock);
   return dirty ? rc : 1;
@@ -302,8 +291,8 @@ static int
 read_around (hc_volume *v, uint64_t blk, uint32_t c, uint32_t boff, uint32_t blen, uint8_t *dst,
              struct req *r)
 {
-  pthread_rwlock_wrlock (stripe (v, blk));
-  pthread_mutex_lock (&v->lock);
+  hc_wrlock (stripe (v, blk));
+  hc_lock (&v->lock);
   if (hc_dir_find (&v->dir, blk) == c && !(v->dir.map.blk[c].meta & HC_M_DIRTY)) {
     hc_dir_invalidate (&v->dir, c);
     hc_meta_record_block (v, c);
@@ -329,7 +318,7 @@ read_block (hc_volume *v, uint64_t blk, uint32_t boff, uint32_t blen, uint8_t *d
   bool striped = false;
   int rc;
 
-  pthread_mutex_lock (&v->lock);
+  hc_lock (&v->lock);
   req_start (v, r);
   a = (struct hc_access) { .origin = blk, .hint = hc_vol_resolve (v, blk, r->ctx), .seq = r->seq };
   v->dir.stats.cls[a.hint.cls].bytes[HC_STAT_READ] += blen;
@@ -343,9 +332,9 @@ read_block (hc_volume *v, uint64_t blk, uint32_t boff, uint32_t blen, uint8_t *d
   /* A miss, or a block being rewritten in place: wait for the stripe. */
   if (c == HC_NIL || (v->dir.map.blk[c].meta & HC_M_WRITING)) {
     pthread_mutex_unlock (&v->lock);
-    pthread_rwlock_rdlock (stripe (v, blk));
+    hc_rdlock (stripe (v, blk));
     striped = true;
-    pthread_mutex_lock (&v->lock);
+    hc_lock (&v->lock);
     c = hc_dir_find (&v->dir, blk); /* filled while we waited? */
   }
   if (c != HC_NIL) {
@@ -367,7 +356,7 @@ read_block (hc_volume *v, uint64_t blk, uint32_t boff, uint32_t blen, uint8_t *d
     /* Fill: the whole block from the slow tier, then to the fast tier. */
     uint8_t *b = r->bounce;
     if ((rc = hc_tier_read (v->slow, b, v->bs, slow_base)) < 0) {
-      pthread_mutex_lock (&v->lock);
+      hc_lock (&v->lock);
       untake (v, newc);
       pthread_mutex_unlock (&v->lock);
       pthread_rwlock_unlock (stripe (v, blk));
@@ -375,7 +364,7 @@ read_block (hc_volume *v, uint64_t blk, uint32_t boff, uint32_t blen, uint8_t *d
     }
     memcpy (dst, b + boff, blen);
     rc = hc_tier_write (v->fast, b, v->bs, fast_off (v, newc), 0);
-    pthread_mutex_lock (&v->lock);
+    hc_lock (&v->lock);
     if (rc < 0) {
       untake (v, newc);
       v->dir.stats.errors_fast++;
@@ -424,7 +413,7 @@ read_hits (hc_volume *v, uint64_t blk, unsigned n, uint8_t *dst, struct req *r)
   enum { AHEAD = 16 };
   for (unsigned i = 0; i < n && i < AHEAD; i++)
     hc_map_prefetch (&v->dir.map, blk + i);
-  pthread_mutex_lock (&v->lock);
+  hc_lock (&v->lock);
   req_start (v, r);
   for (; k < n && v->mode != HC_MODE_PASSTHROUGH; k++) {
     if (k + AHEAD < n)
@@ -546,8 +535,8 @@ write_block (hc_volume *v, uint64_t blk, uint32_t boff, uint32_t blen, const uin
   if (!full && !bounce)
     return -ENOMEM;
   if (!bt)
-    pthread_rwlock_wrlock (stripe (v, blk));
-  pthread_mutex_lock (&v->lock);
+    hc_wrlock (stripe (v, blk));
+  hc_lock (&v->lock);
   if (v->failed || v->opts.read_only) {
     pthread_mutex_unlock (&v->lock);
     unlock_stripe (v, blk, bt);
@@ -584,7 +573,7 @@ write_block (hc_volume *v, uint64_t blk, uint32_t boff, uint32_t blen, const uin
         goto out;
       }
       rc = hc_tier_write (v->fast, src, v->bs, fast_off (v, c), 0);
-      pthread_mutex_lock (&v->lock);
+      hc_lock (&v->lock);
       v->dir.map.blk[c].meta &= ~HC_M_WRITING;
       unpin (v, c);
       if (rc < 0)
@@ -607,7 +596,7 @@ write_block (hc_volume *v, uint64_t blk, uint32_t boff, uint32_t blen, const uin
       if (!full) {
         pthread_mutex_unlock (&v->lock);
         rc = hc_tier_read (v->fast, bounce, v->bs, fast_off (v, c));
-        pthread_mutex_lock (&v->lock);
+        hc_lock (&v->lock);
         if (rc < 0 && old_dirty) {
           v->dir.stats.errors_fast++;
           unpin (v, c);
@@ -685,7 +674,7 @@ write_block (hc_volume *v, uint64_t blk, uint32_t boff, uint32_t blen, const uin
     if (rc == 0)
       rc = hc_tier_write (v->fast, image, v->bs, fast_off (v, newc), 0);
     if (rc < 0) {
-      pthread_mutex_lock (&v->lock);
+      hc_lock (&v->lock);
       untake (v, newc);
       v->dir.stats.errors_fast++;
       if (c != HC_NIL)
@@ -694,7 +683,7 @@ write_block (hc_volume *v, uint64_t blk, uint32_t boff, uint32_t blen, const uin
       unlock_stripe (v, blk, bt);
       return rc;
     }
-    pthread_mutex_lock (&v->lock);
+    hc_lock (&v->lock);
     if (c != HC_NIL) {
       hc_dir_relocate (&v->dir, c, newc);
       hc_meta_record_block (v, c);
@@ -725,7 +714,7 @@ write_block (hc_volume *v, uint64_t blk, uint32_t boff, uint32_t blen, const uin
       rc = write_slow_span (v, blk, boff, blen, bounce, flags);
     }
     if (drop_after_slow) {
-      pthread_mutex_lock (&v->lock);
+      hc_lock (&v->lock);
       unpin (v, c);
       if (rc == 0) {
         v->slow_dirty = true;
@@ -736,7 +725,7 @@ write_block (hc_volume *v, uint64_t blk, uint32_t boff, uint32_t blen, const uin
       if (rc == 0)
         rc = hc_meta_commit (v, false);
     }
-    pthread_mutex_lock (&v->lock);
+    hc_lock (&v->lock);
     v->slow_dirty = true;
     /* A block cached dirty and now written through is clean again. */
     if (rc == 0 && newc != HC_NIL && hc_dir_find (&v->dir, blk) == newc) {
@@ -746,7 +735,7 @@ write_block (hc_volume *v, uint64_t blk, uint32_t boff, uint32_t blen, const uin
     pthread_mutex_unlock (&v->lock);
   }
 out:
-  pthread_mutex_lock (&v->lock);
+  hc_lock (&v->lock);
   maybe_commit_soon (v, commit_after);
   if (flags & HC_VOL_FUA)
     *commit_after = true;
@@ -772,7 +761,7 @@ flush_batch (hc_volume *v, struct batch *bt)
     int w = rc < 0 ? rc
                    : hc_tier_write (v->fast, bt->e[i].src, (size_t) (j - i) * v->bs,
                                     fast_off (v, bt->e[i].newc), 0);
-    pthread_mutex_lock (&v->lock);
+    hc_lock (&v->lock);
     for (unsigned k = i; k < j; k++) {
       struct deferred *d = &bt->e[k];
       if (d->c == d->newc) { /* rewritten in place */
@@ -831,7 +820,7 @@ write_batch (hc_volume *v, uint64_t blk, unsigned n, const uint8_t *src, unsigne
   /* A batch must not wait for free blocks holding its stripes (the cleaner
    * skips blocks whose stripe is busy): without room for twice the batch,
    * its blocks go one by one. */
-  pthread_mutex_lock (&v->lock);
+  hc_lock (&v->lock);
   bool room = v->dir.map.free.count >= 2 * n;
   pthread_mutex_unlock (&v->lock);
   if (!room) {
@@ -849,9 +838,9 @@ write_batch (hc_volume *v, uint64_t blk, unsigned n, const uint8_t *src, unsigne
   /* Consecutive blocks have consecutive stripes, wrapping at most once. */
   wrap = first + n > HC_STRIPES ? first + n - HC_STRIPES : 0;
   for (unsigned s = 0; s < wrap; s++)
-    pthread_rwlock_wrlock (&v->stripes[s]);
+    hc_wrlock (&v->stripes[s]);
   for (unsigned s = first; s < first + n - wrap; s++)
-    pthread_rwlock_wrlock (&v->stripes[s]);
+    hc_wrlock (&v->stripes[s]);
   for (unsigned i = 0; i < n && rc == 0; i++)
     rc = write_block (v, blk + i, 0, v->bs, src + (size_t) i * v->bs, flags, r, commit_after, bt);
   int frc = flush_batch (v, bt);
@@ -943,7 +932,7 @@ hc_volume_write (hc_volume *v, const void *buf, size_t len, uint64_t off, unsign
 int
 hc_volume_flush (hc_volume *v)
 {
-  pthread_mutex_lock (&v->lock);
+  hc_lock (&v->lock);
   v->dir.stats.flushes++;
   pthread_mutex_unlock (&v->lock);
   return hc_meta_commit (v, false);
@@ -953,7 +942,7 @@ void
 hc_vol_lock_stripes (hc_volume *v)
 {
   for (unsigned i = 0; i < HC_STRIPES; i++)
-    pthread_rwlock_wrlock (&v->stripes[i]);
+    hc_wrlock (&v->stripes[i]);
 }
 
 void
@@ -1018,7 +1007,7 @@ range_op (hc_volume *v, uint64_t off, uint64_t len, unsigned flags, const struct
      * this file), applied to a range.  The first commit also makes the
      * dirty blocks' mappings durable. */
     hc_vol_lock_stripes (v);
-    pthread_mutex_lock (&v->lock);
+    hc_lock (&v->lock);
     drop_range (v, b0, b1, false);
     pthread_mutex_unlock (&v->lock);
     rc = hc_meta_commit (v, false);
@@ -1027,7 +1016,7 @@ range_op (hc_volume *v, uint64_t off, uint64_t len, unsigned flags, const struct
       rc = zero ? hc_tier_zero (v->slow, o, l) : hc_tier_discard (v->slow, o, l);
     }
     if (rc == 0) {
-      pthread_mutex_lock (&v->lock);
+      hc_lock (&v->lock);
       v->slow_dirty = true; /* the next commit flushes the slow tier first */
       uint64_t dirty = drop_range (v, b0, b1, true);
       pthread_mutex_unlock (&v->lock);
@@ -1075,8 +1064,8 @@ hc_vol_prefetch_block (hc_volume *v, uint64_t blk, struct hc_hint hint)
   int rc;
 
   a.hint.advice = HC_ADVICE_WILLNEED;
-  pthread_rwlock_wrlock (stripe (v, blk));
-  pthread_mutex_lock (&v->lock);
+  hc_wrlock (stripe (v, blk));
+  hc_lock (&v->lock);
   if ((c = hc_dir_find (&v->dir, blk)) != HC_NIL) {
     hc_dir_protect (&v->dir, c);
     pthread_mutex_unlock (&v->lock);
@@ -1099,7 +1088,7 @@ hc_vol_prefetch_block (hc_volume *v, uint64_t blk, struct hc_hint hint)
   else if ((rc = hc_tier_read (v->slow, buf, v->bs, blk << v->bshift)) == 0)
     rc = hc_tier_write (v->fast, buf, v->bs, fast_off (v, c), 0);
   free (buf);
-  pthread_mutex_lock (&v->lock);
+  hc_lock (&v->lock);
   if (rc < 0) {
     untake (v, c);
   } else if (install (v, c, &a)) {
@@ -1127,7 +1116,7 @@ hc_vol_writeback (hc_volume *v, uint32_t c, bool try)
   uint8_t *buf;
   int rc;
 
-  pthread_mutex_lock (&v->lock);
+  hc_lock (&v->lock);
   uint64_t w = v->dir.map.blk[c].meta;
   pthread_mutex_unlock (&v->lock);
   if (!(w & HC_M_VALID) || !(w & HC_M_DIRTY))
@@ -1135,12 +1124,12 @@ hc_vol_writeback (hc_volume *v, uint32_t c, bool try)
   blk = hc_meta_origin (w);
   for (int attempt = 0;; attempt++) {
     if (try) {
-      if (pthread_rwlock_trywrlock (stripe (v, blk)) != 0)
+      if (hc_trywrlock (stripe (v, blk)) != 0)
         return 0;
     } else {
-      pthread_rwlock_wrlock (stripe (v, blk));
+      hc_wrlock (stripe (v, blk));
     }
-    pthread_mutex_lock (&v->lock);
+    hc_lock (&v->lock);
     if (hc_dir_find (&v->dir, blk) != c || !(v->dir.map.blk[c].meta & HC_M_DIRTY)) {
       pthread_mutex_unlock (&v->lock);
       pthread_rwlock_unlock (stripe (v, blk));
@@ -1164,7 +1153,7 @@ hc_vol_writeback (hc_volume *v, uint32_t c, bool try)
   else if ((rc = hc_tier_read (v->fast, buf, v->bs, fast_off (v, c))) == 0)
     rc = hc_tier_write (v->slow, buf, v->bs, blk << v->bshift, 0);
   free (buf);
-  pthread_mutex_lock (&v->lock);
+  hc_lock (&v->lock);
   unpin (v, c);
   if (rc == 0) {
     v->slow_dirty = true;
@@ -1251,7 +1240,7 @@ hc_volume_unadvise (hc_volume *v, uint64_t off, uint64_t len)
     return 0;
   s0 = off / HC_SECTOR_SIZE;
   s1 = (off + len + HC_SECTOR_SIZE - 1) / HC_SECTOR_SIZE;
-  pthread_mutex_lock (&v->lock);
+  hc_lock (&v->lock);
   if (v->opts.read_only)
     rc = -EROFS;
   else if ((rc = hc_ranges_set (&v->ranges, s0, s1, 0, 0)) == 0)
@@ -1282,7 +1271,7 @@ hc_volume_advise (hc_volume *v, uint64_t off, uint64_t len, struct hc_hint hint)
   else if (hint.advice == HC_ADVICE_NORMAL)
     advice = 0;
 
-  pthread_mutex_lock (&v->lock);
+  hc_lock (&v->lock);
   if (cls != HC_RANGE_KEEP || advice != HC_RANGE_KEEP) {
     if (v->opts.read_only) {
       pthread_mutex_unlock (&v->lock);
@@ -1312,14 +1301,14 @@ hc_volume_advise (hc_volume *v, uint64_t off, uint64_t len, struct hc_hint hint)
     /* Write back what is dirty, then drop the range now. */
     rc = hc_meta_commit (v, false);
     for (uint64_t b = b0; b < b1 && rc >= 0; b++) {
-      pthread_mutex_lock (&v->lock);
+      hc_lock (&v->lock);
       uint32_t c = hc_dir_find (&v->dir, b);
       pthread_mutex_unlock (&v->lock);
       if (c != HC_NIL)
         rc = hc_vol_writeback (v, c, false);
       if (rc >= 0 && c != HC_NIL) {
-        pthread_rwlock_wrlock (stripe (v, b));
-        pthread_mutex_lock (&v->lock);
+        hc_wrlock (stripe (v, b));
+        hc_lock (&v->lock);
         c = hc_dir_find (&v->dir, b);
         if (c != HC_NIL && !(v->dir.map.blk[c].meta & HC_M_DIRTY) && !hc_vol_busy (v, c)) {
           v->dir.stats.cls[hc_meta_class (v->dir.map.blk[c].meta)].evictions++;
@@ -1344,7 +1333,7 @@ hc_vol_run_prefetch (hc_volume *v, uint64_t budget)
 {
   int rc = 0;
 
-  pthread_mutex_lock (&v->lock);
+  hc_lock (&v->lock);
   while (v->nprefetch && budget-- && !v->stop) {
     struct hc_prefetch *p = &v->prefetch[0];
     uint64_t blk = p->blk++;
@@ -1354,7 +1343,7 @@ hc_vol_run_prefetch (hc_volume *v, uint64_t budget)
       memmove (v->prefetch, v->prefetch + 1, --v->nprefetch * sizeof *v->prefetch);
     pthread_mutex_unlock (&v->lock);
     int r = hc_vol_prefetch_block (v, blk, hint);
-    pthread_mutex_lock (&v->lock);
+    hc_lock (&v->lock);
     if (r <= 0) {
       v->nprefetch = 0;
       v->prefetch_blocks = 0;
@@ -1369,7 +1358,7 @@ hc_vol_run_prefetch (hc_volume *v, uint64_t budget)
 struct hc_hint
 hc_volume_range_hint (hc_volume *v, uint64_t off)
 {
-  pthread_mutex_lock (&v->lock);
+  hc_lock (&v->lock);
   struct hc_hint h = hc_ranges_get (&v->ranges, off / HC_SECTOR_SIZE);
   pthread_mutex_unlock (&v->lock);
   return h;
@@ -1380,7 +1369,7 @@ hc_vol_reclaim (hc_volume *v, uint32_t want)
 {
   uint32_t evicted = 0, free_now;
 
-  pthread_mutex_lock (&v->lock);
+  hc_lock (&v->lock);
   while (v->dir.map.free.count + v->dir.map.pending.count + evicted < want) {
     uint32_t c = hc_dir_evict (&v->dir, HC_CLASS_COUNT, hc_vol_evictable, v);
     if (c == HC_NIL)
@@ -1394,7 +1383,7 @@ hc_vol_reclaim (hc_volume *v, uint32_t want)
    * wait for the next one (their release is not durable yet). */
   if (need)
     hc_meta_commit (v, false);
-  pthread_mutex_lock (&v->lock);
+  hc_lock (&v->lock);
   free_now = v->dir.map.free.count;
   pthread_mutex_unlock (&v->lock);
   return free_now;

@@ -22,7 +22,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <xxhash.h>
 
 #include "vol.h"
@@ -374,7 +373,7 @@ hc_meta_format (hc_tier *fast, hc_tier *slow, const struct hc_format_opts *o, bo
     return -EINVAL;
   }
   sb.fast_size = layout (&sb, lo, bs, max_ranges);
-  if (getrandom (sb.cache_uuid, 16, 0) != 16 || getrandom (sb.slow_uuid, 16, 0) != 16) {
+  if (hc_random (sb.cache_uuid, 16) < 0 || hc_random (sb.slow_uuid, 16) < 0) {
     snprintf (why, whylen, "no randomness for the UUIDs");
     return -EIO;
   }
@@ -1037,8 +1036,8 @@ hc_meta_commit (hc_volume *v, bool want_checkpoint)
 
   if (v->opts.read_only)
     return 0;
-  pthread_mutex_lock (&v->commit_lock);
-  pthread_mutex_lock (&v->lock);
+  hc_lock (&v->commit_lock);
+  hc_lock (&v->lock);
   if (v->failed) {
     pthread_mutex_unlock (&v->lock);
     pthread_mutex_unlock (&v->commit_lock);
@@ -1115,7 +1114,7 @@ hc_meta_commit (hc_volume *v, bool want_checkpoint)
     }
   }
 
-  pthread_mutex_lock (&v->lock);
+  hc_lock (&v->lock);
   if (rc == 0) {
     v->next_seq = seq;
     v->next_pos = pos;

@@ -40,6 +40,7 @@
 #include "../cache/seq.h"
 #include "format.h"
 #include "ranges.h"
+#include "sched.h"
 #include "../util.h"
 
 #define HC_STRIPES 1024

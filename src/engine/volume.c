@@ -259,7 +259,7 @@ hc_volume_close (hc_volume *v)
     if (rc == 0)
       rc = hc_meta_commit (v, true);
     if (rc == 0) {
-      pthread_mutex_lock (&v->commit_lock);
+      hc_lock (&v->commit_lock);
       rc = hc_meta_write_sb (v, true);
       pthread_mutex_unlock (&v->commit_lock);
     }
@@ -310,7 +310,7 @@ hc_volume_set_mode (hc_volume *v, enum hc_mode mode)
     return -EINVAL;
   if (v->opts.read_only)
     return -EROFS;
-  pthread_mutex_lock (&v->lock);
+  hc_lock (&v->lock);
   enum hc_mode old = v->mode;
   bool leaving = old == HC_MODE_WRITEBACK && mode != HC_MODE_WRITEBACK;
   v->mode = leaving ? HC_MODE_WRITETHROUGH : mode;
@@ -320,7 +320,7 @@ hc_volume_set_mode (hc_volume *v, enum hc_mode mode)
       if ((rc = hc_volume_clean (v)) < 0)
         break;
       hc_vol_lock_stripes (v);
-      pthread_mutex_lock (&v->lock);
+      hc_lock (&v->lock);
       bool clean = hc_vol_dirty (v) == 0;
       if (clean)
         v->mode = mode;
@@ -332,7 +332,7 @@ hc_volume_set_mode (hc_volume *v, enum hc_mode mode)
         rc = -EBUSY; /* (write-through leaves nothing dirty for long) */
     }
     if (rc < 0) {
-      pthread_mutex_lock (&v->lock);
+      hc_lock (&v->lock);
       v->mode = old;
       pthread_mutex_unlock (&v->lock);
       return rc;
@@ -340,7 +340,7 @@ hc_volume_set_mode (hc_volume *v, enum hc_mode mode)
   }
   if ((rc = hc_meta_commit (v, false)) < 0)
     return rc;
-  pthread_mutex_lock (&v->commit_lock);
+  hc_lock (&v->commit_lock);
   rc = hc_meta_write_sb (v, false);
   pthread_mutex_unlock (&v->commit_lock);
   return rc;
@@ -349,7 +349,7 @@ hc_volume_set_mode (hc_volume *v, enum hc_mode mode)
 int
 hc_volume_stats (hc_volume *v, struct hc_stats *out)
 {
-  pthread_mutex_lock (&v->lock);
+  hc_lock (&v->lock);
   hc_dir_stats (&v->dir, out);
   pthread_mutex_unlock (&v->lock);
   return 0;
