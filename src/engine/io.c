@@ -702,7 +702,9 @@ write_block (hc_volume *v, uint64_t blk, uint32_t boff, uint32_t blen, const uin
   if (to_slow) {
     if (commit_first && (rc = hc_meta_commit (v, false)) < 0)
       goto out;
-    if (image && drop_after_slow) /* the dirty block's other bytes too */
+    if (image && old_dirty)
+      /* The dirty block's other bytes too: they are not on the slow tier,
+       * and the block is about to be clean (written through) or gone. */
       rc = write_slow_span (v, blk, 0, v->bs, image, flags);
     else if (image)
       rc = write_slow_span (v, blk, boff, blen, image, flags);
