@@ -115,8 +115,10 @@ int hc_volume_open (hc_tier *fast, hc_tier *slow, const struct hc_open_opts *o, 
                     char *why, size_t whylen);
 
 /* Commits, checkpoints, stops the cleaner and frees the volume (not the
- * tiers).  Dirty data stays dirty on the fast tier.  Returns 0 or the error
- * of the final commit (the volume is freed either way). */
+ * tiers).  Dirty data stays dirty on the fast tier.  Returns 0, the error
+ * of the final commit, or -EIO if an earlier commit had failed (what it
+ * held is not durable; the next open recovers to the last commit that
+ * was).  The volume is freed either way. */
 int hc_volume_close (hc_volume *v);
 
 /* Size of the volume in bytes, and its block size. */

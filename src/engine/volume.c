@@ -252,7 +252,9 @@ hc_volume_close (hc_volume *v)
   if (!v)
     return 0;
   hc_cleaner_stop (v);
-  if (!v->opts.read_only && !v->failed) {
+  if (v->failed)
+    rc = -EIO; /* what the failed commit held was never made durable */
+  else if (!v->opts.read_only) {
     /* Two checkpoints, one into each copy, so that both agree and the next
      * open need not rewrite one whole; then the clean mark. */
     rc = hc_meta_commit (v, true);
