@@ -16,6 +16,9 @@
  *   evict_durable   evict wrote back a copy whose mapping was not durable
  *                   while the durable mapping was an older clean copy: after
  *                   a power cut, that clean copy differed from the slow tier.
+ *   fast_full       a fast tier that cannot take writes (ENOSPC: a sparse file
+ *                   on a full filesystem) failed the clients' writes; now the
+ *                   volume goes around it, says so, and comes back.
  *   prefetch_stall  willneed on a cache full of dirty data that cannot be
  *                   written back: the prefetch, on the cleaner thread, waited
  *                   for the cleaner (itself) about 10 s a block, and close
@@ -410,6 +413,59 @@ evict_durable (void)
   rig_down (&r);
 }
 
+/* ---- fast_full ---- */
+
+/* A sparse fast tier on a full filesystem: writes into the data area (not
+ * yet allocated) fail, the metadata (written at format) still takes them. */
+static int
+fast_full_hook (struct rig *r, enum hook_op op, uint64_t off, uint64_t len, bool after, int rc)
+{
+  (void) len, (void) rc;
+  return op == HOOK_WRITE && !after && sc.a && off >= r->v->sb.data_off ? -ENOSPC : 0;
+}
+
+static void
+fast_full (enum hc_mode mode)
+{
+  struct rig r;
+  char why[200];
+  static uint8_t data[16 * BS], got[16 * BS];
+
+  scenario ("fast_full");
+  rig_up (&r, mode, false);
+  for (unsigned i = 0; i < sizeof data; i++)
+    data[i] = (uint8_t) (i * 31 + 7);
+  /* Dirty and clean copies first, then the fast tier fills up. */
+  CHECK (hc_volume_write (r.v, data, 8 * BS, 0, 0, NULL) == 0, "write");
+  CHECK (hc_volume_read (r.v, got, 8 * BS, 40 * BS, NULL) == 0, "fill");
+  sc.fast = fast_full_hook;
+  sc.a = 1;
+  for (unsigned i = 0; i < sizeof data; i++)
+    data[i] ^= 0x5a;
+  /* Whole blocks (batched in write-back), a partial block over a cached
+   * copy, a new block, and a read miss: all succeed, around the fast tier. */
+  CHECK (hc_volume_write (r.v, data, 8 * BS, 0, 0, NULL) == 0, "%s: whole blocks, fast tier full",
+         hc_mode_name (mode));
+  CHECK (hc_volume_write (r.v, data + 100, 300, 40 * BS + 100, 0, NULL) == 0, "partial write");
+  CHECK (hc_volume_write (r.v, data, BS, 60 * BS, HC_VOL_FUA, NULL) == 0, "FUA write");
+  CHECK (hc_volume_read (r.v, got, 4 * BS, 80 * BS, NULL) == 0, "read miss");
+  CHECK_EQ (hc_volume_degraded (r.v), ENOSPC, "degraded, and why");
+  CHECK (hc_volume_read (r.v, got, 8 * BS, 0, NULL) == 0 && memcmp (got, data, 8 * BS) == 0,
+         "%s: the new data", hc_mode_name (mode));
+  CHECK (hc_volume_read (r.v, got, BS, 40 * BS, NULL) == 0
+         && memcmp (got + 100, data + 100, 300) == 0, "the partial write");
+  /* Space comes back: within a second the fast tier is tried again. */
+  sc.a = 0;
+  usleep (1100 * 1000);
+  CHECK (hc_volume_write (r.v, data, 2 * BS, 100 * BS, 0, NULL) == 0, "write after");
+  CHECK_EQ (hc_volume_degraded (r.v), 0, "back in service");
+  CHECK (hc_volume_read (r.v, got, 8 * BS, 0, NULL) == 0 && memcmp (got, data, 8 * BS) == 0,
+         "still the new data");
+  sc.fast = NULL;
+  CHECK (rig_reopens (&r, why, sizeof why), "reopen: %s", why);
+  rig_down (&r);
+}
+
 /* ---- prefetch_stall ---- */
 
 struct closer {
@@ -470,6 +526,8 @@ main (void)
   read_error ();
   mode_switch ();
   evict_durable ();
+  fast_full (HC_MODE_WRITEBACK);
+  fast_full (HC_MODE_WRITETHROUGH);
   prefetch_stall ();
   alarm (0);
   return test_exit ("test_races");

@@ -505,6 +505,7 @@ show (const char *cmd, const char *usage, int argc, char **argv, bool stats)
     json_kv_uint (&j, "range_hints", in.range_hints);
     json_kv_uint (&j, "superblocks_damaged", (unsigned) __builtin_popcount (in.sb_damaged));
     json_kv_bool (&j, "journal_tail_damaged", in.tail_damaged);
+    json_kv_string (&j, "fast_tier", in.degraded ? strerror (in.degraded) : "ok");
     json_kv_uint (&j, "ram_bytes", in.ram_bytes);
     json_stats_members (&j, &st, stats);
     json_object_end (&j);
@@ -520,6 +521,9 @@ show (const char *cmd, const char *usage, int argc, char **argv, bool stats)
     if (in.sb_damaged)
       printf ("damaged     superblock %s (the other copy was used; opening read-write rewrites "
               "both)\n", in.sb_damaged == 1 ? "A" : "B");
+    if (in.degraded)
+      printf ("degraded    the fast tier fails writes (%s): writes go to the slow tier\n",
+              strerror (in.degraded));
     if (in.tail_damaged)
       printf ("recovered   the journal ended at a damaged sector: the commit being written when "
               "the power failed was dropped\n");

@@ -205,9 +205,19 @@ struct hc_volume_info {
                             * the other one was used, and both are rewritten at open */
   bool tail_damaged;       /* replay ended at a damaged journal sector: the commit being
                             * written when the power failed, which never completed */
+  int degraded;            /* as hc_volume_degraded */
+  uint64_t degraded_events; /* times the fast tier started failing since open */
 };
 
 void hc_volume_get_info (const hc_volume *v, struct hc_volume_info *out);
+
+/* Whether the fast tier is failing data writes: 0, or the positive errno
+ * of the last failure (ENOSPC, EIO…).  While it fails, the volume goes on
+ * around it — writes and read-miss fills go to the slow tier, nothing is
+ * lost, nothing fails for it — and tries the fast tier again once a
+ * second; the first write it takes ends the degraded state.  Cheap (no
+ * lock): a server may poll it after each request to log transitions. */
+int hc_volume_degraded (const hc_volume *v);
 
 /* Creates a stream: a handle standing for a file or a process, with its own
  * default hint and its own sequential-run detection.  Returns 0 or -ENOMEM. */

@@ -36,6 +36,7 @@
 #include <nbdkit-plugin.h>
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -411,11 +412,30 @@ fail (int rc)
   return -1;
 }
 
+/* Logs, once per change, when the fast tier starts or stops failing: the
+ * volume goes on around it meanwhile (hc_volume_degraded). */
+static int
+note_health (int rc)
+{
+  static _Atomic int logged;
+  int now = hc_volume_degraded (vol);
+
+  if (atomic_exchange (&logged, now) != now) {
+    if (now)
+      nbdkit_error ("fast tier %s is failing writes (%s): the cache is degraded, writes and "
+                    "read misses go to the slow tier until it takes writes again", cfg.fast,
+                    strerror (now));
+    else
+      nbdkit_error ("fast tier %s takes writes again: the cache is back in service", cfg.fast);
+  }
+  return rc;
+}
+
 static int
 hc_pread (void *handle, void *buf, uint32_t count, uint64_t offset, uint32_t flags)
 {
   struct handle *h = handle;
-  int rc = hc_volume_read (vol, buf, count, offset, &h->ctx);
+  int rc = note_health (hc_volume_read (vol, buf, count, offset, &h->ctx));
   (void) flags;
   return rc < 0 ? fail (rc) : 0;
 }
@@ -424,8 +444,8 @@ static int
 hc_pwrite (void *handle, const void *buf, uint32_t count, uint64_t offset, uint32_t flags)
 {
   struct handle *h = handle;
-  int rc = hc_volume_write (vol, buf, count, offset, flags & NBDKIT_FLAG_FUA ? HC_VOL_FUA : 0,
-                            &h->ctx);
+  int rc = note_health (hc_volume_write (vol, buf, count, offset,
+                                         flags & NBDKIT_FLAG_FUA ? HC_VOL_FUA : 0, &h->ctx));
   return rc < 0 ? fail (rc) : 0;
 }
 
@@ -451,7 +471,8 @@ static int
 hc_zero (void *handle, uint32_t count, uint64_t offset, uint32_t flags)
 {
   struct handle *h = handle;
-  int rc = hc_volume_zero (vol, offset, count, flags & NBDKIT_FLAG_FUA ? HC_VOL_FUA : 0, &h->ctx);
+  int rc = note_health (hc_volume_zero (vol, offset, count,
+                                        flags & NBDKIT_FLAG_FUA ? HC_VOL_FUA : 0, &h->ctx));
   return rc < 0 ? fail (rc) : 0;
 }
 

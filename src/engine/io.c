@@ -95,6 +95,26 @@ untake (hc_volume *v, uint32_t c)
   hc_list_push_head (&v->dir.map, &v->dir.map.free, c);
 }
 
+/* The fast tier failed a data write with rc (caller holds lock): the
+ * volume is degraded, and tries the fast tier again in a second. */
+static void
+fast_failed (hc_volume *v, int rc)
+{
+  v->dir.stats.errors_fast++;
+  if (atomic_exchange (&v->degraded, -rc) == 0)
+    v->degraded_events++;
+  v->degraded_retry_ns = hc_now_ns () + 1000000000ull;
+}
+
+/* The fast tier took a data write (caller holds lock). */
+static inline void
+fast_ok (hc_volume *v)
+{
+  if (atomic_load_explicit (&v->degraded, memory_order_relaxed))
+    atomic_store (&v->degraded, 0);
+}
+
+
 /* Maps free block c to a->origin unless the origin is mapped already
  * (caller holds lock); in that case c goes back to the free list.  Read
  * misses fill under the stripe held shared, so two readers of one block
@@ -219,8 +239,18 @@ struct req {
   uint64_t off, len; /* the whole request */
   bool seq;          /* past the sequential cutoff */
   bool started;      /* sequential detection done */
+  bool around;       /* the fast tier failed a write of this request: go around it */
   uint8_t *bounce;   /* one block, allocated on first need */
 };
+
+/* Should this access go around the fast tier (caller holds lock)? */
+static inline bool
+around (hc_volume *v, const struct req *r)
+{
+  return r->around
+         || (atomic_load_explicit (&v->degraded, memory_order_relaxed)
+             && hc_now_ns () < v->degraded_retry_ns);
+}
 
 /* Per-request bookkeeping, done under the first block's lock. */
 static void
@@ -346,7 +376,9 @@ read_block (hc_volume *v, uint64_t blk, uint32_t boff, uint32_t blen, uint8_t *d
       pthread_rwlock_unlock (stripe (v, blk));
     return rc <= 0 ? rc : read_around (v, blk, c, boff, blen, dst, r);
   }
-  if (hc_dir_admit (&v->dir, &a, &why) && !v->opts.read_only && bounce_buf (v, r))
+  if (around (v, r))
+    why = HC_BYPASS_ERROR;
+  else if (hc_dir_admit (&v->dir, &a, &why) && !v->opts.read_only && bounce_buf (v, r))
     newc = take_block (v, &a, &why, true);
   if (newc == HC_NIL)
     hc_dir_bypass (&v->dir, &a, why);
@@ -367,9 +399,9 @@ read_block (hc_volume *v, uint64_t blk, uint32_t boff, uint32_t blen, uint8_t *d
     hc_lock (&v->lock);
     if (rc < 0) {
       untake (v, newc);
-      v->dir.stats.errors_fast++;
+      fast_failed (v, rc);
       hc_dir_bypass (&v->dir, &a, HC_BYPASS_ERROR);
-    } else if (!install (v, newc, &a)) {
+    } else if (fast_ok (v), !install (v, newc, &a)) {
       /* Another reader of this block filled it meanwhile (both held the
        * stripe shared): keep theirs, give ours back. */
     } else {
@@ -513,6 +545,27 @@ unlock_stripe (hc_volume *v, uint64_t blk, const struct batch *bt)
     pthread_rwlock_unlock (stripe (v, blk));
 }
 
+static int write_block (hc_volume *v, uint64_t blk, uint32_t boff, uint32_t blen,
+                        const uint8_t *src, unsigned flags, struct req *r, bool *commit_after,
+                        struct batch *bt);
+
+/* The fast tier failed this block's write: the block is written again
+ * around it — the slow tier takes the data, and a cached copy is dropped
+ * in the order the slow-tier rule asks — with the stripe still held (by
+ * the caller, or by a batch); then the stripe is released unless a batch
+ * holds it.  The rest of the request goes around too. */
+static int
+write_around (hc_volume *v, uint64_t blk, uint32_t boff, uint32_t blen, const uint8_t *src,
+              unsigned flags, struct req *r, bool *commit_after, struct batch *bt)
+{
+  struct batch held = { .n = 0 };
+
+  r->around = true;
+  int rc = write_block (v, blk, boff, blen, src, flags, r, commit_after, bt ? bt : &held);
+  unlock_stripe (v, blk, bt);
+  return rc;
+}
+
 /* Writes one block's part [boff, boff+blen).  With bt (a whole block in a
  * batch, its stripe held by the caller), a plain copy-on-write is left in
  * bt for flush_batch to finish. */
@@ -560,7 +613,8 @@ write_block (hc_volume *v, uint64_t blk, uint32_t boff, uint32_t blen, const uin
     /* Pinned, c can be neither evicted nor reused while we work; our
      * stripe keeps it mapped to blk. */
     pin (v, c);
-    if (old_dirty && full && mode == HC_MODE_WRITEBACK
+    const bool go_around = around (v, r);
+    if (old_dirty && full && mode == HC_MODE_WRITEBACK && !go_around
         && hc_meta_class (v->dir.map.blk[c].meta) == a.hint.cls
         && !(v->dir.map.blk[c].meta & HC_M_FUA)
         && atomic_load_explicit (&v->pins[c], memory_order_acquire) == 1) {
@@ -577,16 +631,21 @@ write_block (hc_volume *v, uint64_t blk, uint32_t boff, uint32_t blen, const uin
       v->dir.map.blk[c].meta &= ~HC_M_WRITING;
       unpin (v, c);
       if (rc < 0)
-        v->dir.stats.errors_fast++;
+        fast_failed (v, rc);
       else {
+        fast_ok (v);
         v->dir.stats.cls[a.hint.cls].flash_bytes_written += v->bs;
         v->fast_dirty = true;
         note_fua (v, c, flags);
       }
       pthread_mutex_unlock (&v->lock);
+      if (rc < 0) /* the copy is half rewritten: the slow tier takes the block, the copy goes */
+        return write_around (v, blk, boff, blen, src, flags, r, commit_after, bt);
       goto out;
     }
-    if (mode != HC_MODE_PASSTHROUGH)
+    if (go_around)
+      why = HC_BYPASS_ERROR;
+    else if (mode != HC_MODE_PASSTHROUGH)
       newc = take_block (v, &a, &why, !bt);
     if (newc == HC_NIL) {
       if (mode != HC_MODE_PASSTHROUGH)
@@ -636,6 +695,8 @@ write_block (hc_volume *v, uint64_t blk, uint32_t boff, uint32_t blen, const uin
   } else {
     if (!full)
       why = HC_BYPASS_PARTIAL;
+    else if (around (v, r))
+      why = HC_BYPASS_ERROR;
     else if (hc_dir_admit (&v->dir, &a, &why))
       newc = take_block (v, &a, &why, !bt);
     if (newc == HC_NIL) {
@@ -671,19 +732,26 @@ write_block (hc_volume *v, uint64_t blk, uint32_t boff, uint32_t blen, const uin
         image = bounce;
       }
     }
+    bool write_failed = false;
     if (rc == 0)
-      rc = hc_tier_write (v->fast, image, v->bs, fast_off (v, newc), 0);
+      write_failed = (rc = hc_tier_write (v->fast, image, v->bs, fast_off (v, newc), 0)) < 0;
     if (rc < 0) {
       hc_lock (&v->lock);
       untake (v, newc);
-      v->dir.stats.errors_fast++;
+      if (write_failed)
+        fast_failed (v, rc);
+      else
+        v->dir.stats.errors_fast++;
       if (c != HC_NIL)
         unpin (v, c);
       pthread_mutex_unlock (&v->lock);
+      if (write_failed)
+        return write_around (v, blk, boff, blen, src, flags, r, commit_after, bt);
       unlock_stripe (v, blk, bt);
       return rc;
     }
     hc_lock (&v->lock);
+    fast_ok (v);
     if (c != HC_NIL) {
       hc_dir_relocate (&v->dir, c, newc);
       hc_meta_record_block (v, c);
@@ -752,7 +820,7 @@ out:
  * write_block would have.  A failed write gives its blocks back and leaves
  * the old copies in place.  Returns 0 or the first error. */
 static int
-flush_batch (hc_volume *v, struct batch *bt)
+flush_batch (hc_volume *v, struct batch *bt, struct req *r, bool *commit_after)
 {
   int rc = 0;
 
@@ -760,27 +828,32 @@ flush_batch (hc_volume *v, struct batch *bt)
     for (j = i + 1; j < bt->n && bt->e[j].newc == bt->e[j - 1].newc + 1
                     && bt->e[j].src == bt->e[j - 1].src + v->bs; j++)
       ;
-    int w = rc < 0 ? rc
-                   : hc_tier_write (v->fast, bt->e[i].src, (size_t) (j - i) * v->bs,
-                                    fast_off (v, bt->e[i].newc), 0);
+    /* After a failed run, the rest of the request goes around the fast
+     * tier without trying it again. */
+    bool skip = r->around;
+    int w = skip ? 0
+                 : hc_tier_write (v->fast, bt->e[i].src, (size_t) (j - i) * v->bs,
+                                  fast_off (v, bt->e[i].newc), 0);
+    bool failed = skip || w < 0;
     hc_lock (&v->lock);
+    if (w < 0)
+      fast_failed (v, w);
+    else if (!skip)
+      fast_ok (v);
     for (unsigned k = i; k < j; k++) {
       struct deferred *d = &bt->e[k];
       if (d->c == d->newc) { /* rewritten in place */
         v->dir.map.blk[d->c].meta &= ~HC_M_WRITING;
         unpin (v, d->c);
-        if (w < 0)
-          v->dir.stats.errors_fast++;
-        else {
+        if (!failed) {
           v->dir.stats.cls[d->a.hint.cls].flash_bytes_written += v->bs;
           v->fast_dirty = true;
           note_fua (v, d->c, bt->flags);
         }
         continue;
       }
-      if (w < 0) {
+      if (failed) {
         untake (v, d->newc);
-        v->dir.stats.errors_fast++;
       } else if (d->c != HC_NIL) {
         hc_dir_relocate (&v->dir, d->c, d->newc);
         hc_meta_record_block (v, d->c);
@@ -789,7 +862,7 @@ flush_batch (hc_volume *v, struct batch *bt)
       }
       if (d->c != HC_NIL)
         unpin (v, d->c);
-      if (w == 0) {
+      if (!failed) {
         hc_dir_set_dirty (&v->dir, d->newc, d->a.hint.cls);
         hc_meta_record_block (v, d->newc);
         v->dir.stats.cls[d->a.hint.cls].flash_bytes_written += v->bs;
@@ -797,8 +870,18 @@ flush_batch (hc_volume *v, struct batch *bt)
       }
     }
     pthread_mutex_unlock (&v->lock);
-    if (w < 0 && rc == 0)
-      rc = w;
+    if (failed) {
+      /* Each block again, around the fast tier (a copy rewritten in place
+       * halfway is dropped after the slow tier has the block). */
+      struct batch held = { .n = 0 };
+      r->around = true;
+      for (unsigned k = i; k < j; k++) {
+        int e = write_block (v, bt->e[k].a.origin, 0, v->bs, bt->e[k].src, bt->flags, r,
+                             commit_after, &held);
+        if (e < 0 && rc == 0)
+          rc = e;
+      }
+    }
   }
   bt->n = 0;
   return rc;
@@ -845,7 +928,7 @@ write_batch (hc_volume *v, uint64_t blk, unsigned n, const uint8_t *src, unsigne
     hc_wrlock (&v->stripes[s]);
   for (unsigned i = 0; i < n && rc == 0; i++)
     rc = write_block (v, blk + i, 0, v->bs, src + (size_t) i * v->bs, flags, r, commit_after, bt);
-  int frc = flush_batch (v, bt);
+  int frc = flush_batch (v, bt, r, commit_after);
   for (unsigned s = first + n - wrap; s-- > first;)
     pthread_rwlock_unlock (&v->stripes[s]);
   for (unsigned s = wrap; s-- > 0;)

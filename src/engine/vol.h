@@ -108,6 +108,13 @@ struct hc_volume {
   bool tail_damaged;           /* replay ended at a damaged sector (a commit cut short) */
   unsigned sb_damaged;         /* superblock copies found damaged at open (bit 0: A, 1: B) */
   bool failed;                 /* a commit failed: refuse further writes */
+  /* Degraded: the fast tier failed a data write (ENOSPC on a full sparse
+   * file, EIO).  Writes and fills then go around it, to the slow tier,
+   * and are retried on the fast tier once a second; the first success
+   * ends it.  The errno is read without the lock (hc_volume_degraded). */
+  _Atomic int degraded;
+  uint64_t degraded_retry_ns;  /* under lock */
+  uint64_t degraded_events;    /* times the volume became degraded */
 };
 
 /* ---- meta.c ---- */

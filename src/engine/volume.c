@@ -377,7 +377,15 @@ hc_volume_get_info (const hc_volume *v, struct hc_volume_info *out)
   out->ram_bytes = hc_dir_bytes (&v->dir) + v->sb.nblocks * sizeof *v->pins;
   out->range_hints = v->ranges.n;
   out->sb_damaged = v->sb_damaged;
+  out->degraded = atomic_load (&v->degraded);
+  out->degraded_events = v->degraded_events;
   out->tail_damaged = v->tail_damaged;
+}
+
+int
+hc_volume_degraded (const hc_volume *v)
+{
+  return atomic_load_explicit (&v->degraded, memory_order_relaxed);
 }
 
 int
