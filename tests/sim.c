@@ -449,8 +449,8 @@ watch_slow (enum hook_op op, uint64_t off, uint64_t len, int rc)
   }
   if (watch >= 0 && op != HOOK_READ && off <= (uint64_t) watch * BS
       && off + len > (uint64_t) watch * BS) {
-    uint8_t sl[4];
-    hc_tier_read (R.smem, sl, 4, (uint64_t) watch * BS);
+    uint8_t sl[SECT];
+    hc_tier_read (R.smem, sl, SECT, (uint64_t) watch * BS);
     fprintf (stderr, "  [t%" PRIu64 " slow op %d %" PRIu64 "+%" PRIu64 " rc %d: now %02x%02x%02x%02x]\n",
              M.t, op, off, len, rc, sl[0], sl[1], sl[2], sl[3]);
   }
@@ -691,6 +691,13 @@ verify_after_cut (uint8_t *out, const char *when)
     fail_now ("%s: the volume does not open: %s", when, why);
   if (hc_volume_read (v, out, (size_t) M.nblocks * BS, 0, NULL) < 0)
     fail_now ("%s: reading the volume fails", when);
+  if (getenv ("SIM_WATCH")) {
+    uint64_t wb = (uint64_t) atol (getenv ("SIM_WATCH"));
+    uint32_t c = hc_dir_find (&v->dir, wb);
+    fprintf (stderr, "  [%s, read-only: block in %d meta %#" PRIx64 " replayed %" PRIu64
+             " tail %d copy %u]\n", when, c == HC_NIL ? -1 : (int) c,
+             c == HC_NIL ? 0 : v->dir.map.blk[c].meta, v->replayed, v->tail_damaged, v->sb.copy);
+  }
   hc_volume_close (v);
   for (unsigned b = 0; b < M.nblocks; b++)
     for (unsigned s = 0; s < BS / SECT; s++)
@@ -822,6 +829,20 @@ run_seed (uint64_t seed, unsigned phases, unsigned nclients)
       }
       hc_power_arm (R.pw, 0);
       rig_open (&oo);
+      if (getenv ("SIM_WATCH")) {
+        uint64_t wb = (uint64_t) atol (getenv ("SIM_WATCH"));
+        uint32_t c = hc_dir_find (&R.v->dir, wb);
+        fprintf (stderr, "  [rw: replayed %" PRIu64 " tail %d]\n", R.v->replayed, R.v->tail_damaged);
+        uint8_t x[SECT] = { 0 }, y[SECT];
+        if (c != HC_NIL)
+          hc_tier_read (R.fmem, x, SECT, R.v->sb.data_off + (uint64_t) c * BS);
+        hc_tier_read (R.smem, y, SECT, wb * BS);
+        fprintf (stderr, "  [reopened: block in %d meta %#" PRIx64 " fast %02x%02x%02x%02x slow "
+                 "%02x%02x%02x%02x view %02x%02x%02x%02x]\n", c == HC_NIL ? -1 : (int) c,
+                 c == HC_NIL ? 0 : R.v->dir.map.blk[c].meta, x[0], x[1], x[2], x[3], y[0], y[1],
+                 y[2], y[3], before[wb * BS], before[wb * BS + 1], before[wb * BS + 2],
+                 before[wb * BS + 3]);
+      }
       for (unsigned b = 0; b < M.nblocks; b++)
         model_reset_block (b, before + (size_t) b * BS);
     } else {

@@ -353,12 +353,16 @@ read_block (hc_volume *v, uint64_t blk, uint32_t boff, uint32_t blen, uint8_t *d
   a = (struct hc_access) { .origin = blk, .hint = hc_vol_resolve (v, blk, r->ctx), .seq = r->seq };
   v->dir.stats.cls[a.hint.cls].bytes[HC_STAT_READ] += blen;
   if (v->mode == HC_MODE_PASSTHROUGH) {
-    v->dir.stats.cls[a.hint.cls].misses[0]++;
-    hc_dir_bypass (&v->dir, &a, HC_BYPASS_MODE);
-    pthread_mutex_unlock (&v->lock);
-    goto from_slow;
-  }
-  c = hc_dir_access (&v->dir, &a);
+    /* Never around dirty data: a dirty copy is the only one. */
+    c = hc_dir_find (&v->dir, blk);
+    if (c == HC_NIL || !(v->dir.map.blk[c].meta & HC_M_DIRTY)) {
+      v->dir.stats.cls[a.hint.cls].misses[0]++;
+      hc_dir_bypass (&v->dir, &a, HC_BYPASS_MODE);
+      pthread_mutex_unlock (&v->lock);
+      goto from_slow;
+    }
+  } else
+    c = hc_dir_access (&v->dir, &a);
   /* A miss, or a block being rewritten in place: wait for the stripe. */
   if (c == HC_NIL || (v->dir.map.blk[c].meta & HC_M_WRITING)) {
     pthread_mutex_unlock (&v->lock);

@@ -297,12 +297,15 @@ hc_volume_clean (hc_volume *v)
   return hc_meta_commit (v, false);
 }
 
-/* Leaving write-back is done as dm-cache does it: no reader may ever be
- * sent around dirty data, so the volume first goes write-through (reads
- * still see the cache; no new dirty data arrives), writes back everything,
- * and takes the new mode only once nothing is dirty, with every stripe
- * held so that no write is half-way.  If the write-back fails, the old
- * mode comes back and the call fails. */
+/* A switch to any mode but write-back is done as dm-cache leaves
+ * write-back: no reader may ever be sent around dirty data, so the volume
+ * first stops making dirty data that lasts (write-back becomes
+ * write-through meanwhile; reads still see the cache), writes back
+ * everything, and takes the new mode only once nothing is dirty, with
+ * every stripe held so that no write is half-way.  If the write-back
+ * fails, the old mode comes back and the call fails.  (Reads in
+ * pass-through still take a dirty copy should one be there: after a crash
+ * in the middle of a failed write-through, say.) */
 int
 hc_volume_set_mode (hc_volume *v, enum hc_mode mode)
 {
@@ -314,8 +317,10 @@ hc_volume_set_mode (hc_volume *v, enum hc_mode mode)
     return -EROFS;
   hc_lock (&v->lock);
   enum hc_mode old = v->mode;
-  bool leaving = old == HC_MODE_WRITEBACK && mode != HC_MODE_WRITEBACK;
-  v->mode = leaving ? HC_MODE_WRITETHROUGH : mode;
+  /* Any mode may hold dirty blocks: write-back, and the others when a
+   * write-through's slow write failed. */
+  bool leaving = mode != HC_MODE_WRITEBACK && mode != old;
+  v->mode = !leaving ? mode : old == HC_MODE_WRITEBACK ? HC_MODE_WRITETHROUGH : old;
   pthread_mutex_unlock (&v->lock);
   if (leaving) {
     for (int attempt = 0; rc == 0; attempt++) {
