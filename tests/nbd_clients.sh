@@ -3,7 +3,8 @@
 #   - libnbd (nbdsh): random writes, reads, flushes, trims, zeroes and cache
 #     requests at any alignment, checked against a model of the disk;
 #   - per-class exports tag their I/O (the volume's statistics by class), an
-#     unknown export is refused with the list of classes;
+#     unknown export is refused with the list of classes, connections
+#     negotiating at once each get their own export's description;
 #   - multi-conn: a flush on one connection makes another's completed writes
 #     durable (the server is SIGKILLed and restarted to prove it);
 #   - a slow tier served by a second nbdkit (libnbd);
@@ -91,6 +92,25 @@ nbdsh -u "$(uri "$sock" background+dontneed)" -c 'h.pread(1 << 20, 100 << 20)'
 if nbdsh -u "$(uri "$sock" nonsense)" -c 'pass' 2>"$tmp/err"; then fail "unknown export accepted"; fi
 contains "$(cat "$tmp/a.log")" "unknown export 'nonsense'" "refusal logged"
 contains "$(cat "$tmp/a.log")" "metadata, journal" "refusal lists the classes"
+# Connections that negotiate at once each get their own export's description.
+cat > "$tmp/describe.py" <<PY
+import nbd, threading
+bad = []
+def connect(name):
+    for _ in range(4):
+        h = nbd.NBD(); h.set_full_info(True); h.set_export_name(name)
+        h.connect_unix("$sock")
+        d = h.get_export_description()
+        if d != "hintcache volume, class " + name:
+            bad.append(d)
+        h.shutdown()
+ts = [threading.Thread(target=connect, args=(n,)) for n in ["metadata", "journal"] * 4]
+[t.start() for t in ts]
+[t.join() for t in ts]
+print("descriptions ok" if not bad else "wrong descriptions: %r" % bad[:3])
+PY
+out=$(/usr/bin/python3 "$tmp/describe.py" 2>&1) || fail "descriptions: $out"
+contains "$out" "descriptions ok" "concurrent export descriptions"
 stop_server a
 expect_status 0 "$hc" stats "$fast" --json
 echo "$out" > "$tmp/stats.json"

@@ -12,7 +12,7 @@ start_server() {
   local name=$1 sock=$2; shift 2
   rm -f "$sock"
   # (leak checking is off in nbdkit: its own allocations are not ours to check)
-  LD_PRELOAD=$asan_preload ASAN_OPTIONS=detect_leaks=0 nbdkit -f -U "$sock" "$plugin" "$@" \
+  LD_PRELOAD=$san_preload ASAN_OPTIONS=detect_leaks=0 nbdkit -f -U "$sock" "$plugin" "$@" \
     2>>"$tmp/$name.log" &
   local pid=$!
   eval "${name}_pid=$pid"
@@ -27,13 +27,15 @@ start_server() {
 
 # stop_server NAME [SIGNAL]: stops it (TERM: a clean shutdown) and waits;
 # a server that has not exited after 20 s (nbdkit waits for connected
-# clients) fails the test.
+# clients) fails the test, and so does a sanitizer report in its log (its
+# exit status is not looked at: a KILLed server has none worth reading).
 stop_server() {
   local pid; eval "pid=\${$1_pid}"
   kill -"${2:-TERM}" "$pid" 2>/dev/null || true
   for _ in $(seq 200); do alive "$pid" || break; sleep 0.1; done
   alive "$pid" && { kill -KILL "$pid"; fail "server $1 did not stop"; }
   wait "$pid" 2>/dev/null || true
+  ! grep -q 'Sanitizer' "$tmp/$1.log" || fail "server $1: sanitizer report: $(cat "$tmp/$1.log")"
 }
 
 # alive PID: running (not exited, not a zombie waiting to be reaped).  The
@@ -45,13 +47,16 @@ alive() {
   [ -n "$s" ] && [ "${s%% *}" != Z ]
 }
 
-# A plugin built with AddressSanitizer needs its runtime loaded first into
-# nbdkit, which is not built with it.
-asan_preload=
+# A plugin built with a sanitizer (AddressSanitizer + UBSan, or
+# ThreadSanitizer) needs its runtime loaded first into nbdkit, which is not
+# built with it.
+san_preload=
 if ldd "$plugin" 2>/dev/null | grep -q libasan; then
   for lib in libasan.so libubsan.so; do
-    asan_preload="$asan_preload $(gcc -print-file-name=$lib)"
+    san_preload="$san_preload $(gcc -print-file-name=$lib)"
   done
+elif ldd "$plugin" 2>/dev/null | grep -q libtsan; then
+  san_preload=" $(gcc -print-file-name=libtsan.so)"
 fi
 
 uri() { echo "nbd+unix:///${2:-}?socket=$1"; }

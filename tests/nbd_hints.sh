@@ -129,8 +129,8 @@ export HINTCACHE_SOCKET=$ctl HINTCACHE_MOUNTS=$fs
 # In the sanitizer build the library needs the sanitizer runtimes loaded
 # first; `hintcache run` puts the library first, so it gets them after.
 pl=$preload
-if [ -n "$asan_preload" ]; then
-  pl="${asan_preload# } $preload"
+if [ -n "$san_preload" ]; then
+  pl="${san_preload# } $preload"
   export ASAN_OPTIONS=detect_leaks=0:verify_asan_link_order=0
 fi
 unadm() { echo $(( $(stat_of unclassified write admissions) )); }
@@ -146,7 +146,7 @@ echo "dd 64 MiB: admitted $((a1 - a0)) blocks under ionice -c2 -n4096, $((a2 - a
 [ $((a2 - a1)) -ge 8192 ] || fail "plain data was not admitted: $((a2 - a1)) blocks"
 
 j0=$(( $(stat_of journal write misses) + $(stat_of journal write hits) ))
-LD_PRELOAD=${asan_preload# } "$hc" run --class journal --socket "$ctl" --mount "$fs" -- \
+LD_PRELOAD=${san_preload# } "$hc" run --class journal --socket "$ctl" --mount "$fs" -- \
   dd if=/dev/zero of="$fs/z" bs=1M count=16 status=none
 sync
 j1=$(( $(stat_of journal write misses) + $(stat_of journal write hits) ))

@@ -57,20 +57,23 @@ unset HINTCACHE_SOCKET HINTCACHE_MOUNTS HINTCACHE_CLASS HINTCACHE_ADVICE HINTCAC
 
 # The sanitized library needs the sanitizer runtimes loaded first, in the
 # commands under test only.
-asan_libs=
+san_libs=
 if ldd "$lib" 2>/dev/null | grep libasan >/dev/null; then
   for l in libasan.so libubsan.so; do
     p=$(gcc -print-file-name=$l 2>/dev/null) || true
     [ -f "$p" ] || skip "the library is sanitized but $l was not found"
-    asan_libs="$asan_libs $p"
+    san_libs="$san_libs $p"
   done
-  asan_libs=${asan_libs# }
+  san_libs=${san_libs# }
+elif ldd "$lib" 2>/dev/null | grep libtsan >/dev/null; then
+  san_libs=$(gcc -print-file-name=libtsan.so 2>/dev/null) || true
+  [ -f "$san_libs" ] || skip "the library is built with ThreadSanitizer but libtsan.so was not found"
 fi
-if [ -n "$asan_libs" ]; then
-  libenv=(LD_PRELOAD="$asan_libs $lib" ASAN_OPTIONS=detect_leaks=0)
+if [ -n "$san_libs" ]; then
+  libenv=(LD_PRELOAD="$san_libs $lib" ASAN_OPTIONS=detect_leaks=0)
   # `hintcache run` puts the library first in LD_PRELOAD, before the
   # runtimes: ASan must be told not to insist on coming first.
-  runenv=(LD_PRELOAD="$asan_libs" ASAN_OPTIONS=detect_leaks=0:verify_asan_link_order=0)
+  runenv=(LD_PRELOAD="$san_libs" ASAN_OPTIONS=detect_leaks=0:verify_asan_link_order=0)
 else
   libenv=(LD_PRELOAD="$lib")
   runenv=()

@@ -366,14 +366,14 @@ hc_close (void *handle)
   free (h);
 }
 
+/* The text lives as long as the connection (connections describe
+ * themselves from their own threads at once: no shared buffer). */
 static const char *
 hc_export_description (void *handle)
 {
   struct handle *h = handle;
-  static char desc[HC_CLASS_COUNT][48];
   unsigned c = h->ctx.hint.cls < HC_CLASS_COUNT ? h->ctx.hint.cls : 0;
-  snprintf (desc[c], sizeof desc[c], "hintcache volume, class %s", hc_class_name (c));
-  return desc[c];
+  return nbdkit_printf_intern ("hintcache volume, class %s", hc_class_name (c));
 }
 
 static int64_t

@@ -539,6 +539,16 @@ struct worker {
   char why[256];
 };
 
+/* Does one of the worker's simulators read sequential detection? */
+static bool
+worker_needs_seq (const struct worker *w)
+{
+  for (size_t j = 0; j < w->nsims; j++)
+    if (!w->sims[j]->is_belady && w->sims[j]->dir.policy.ops->reads_seq)
+      return true;
+  return false;
+}
+
 /* Loading ahead.  An access to a large map waits for memory three times
  * over: for its buckets, then for the entry they name, then — a hit moves
  * the block to the head of its queue — for the entries of its neighbours on
@@ -1006,6 +1016,9 @@ hc_replay_run (const char *path, const struct hc_trace_opts *topts,
             w[i].rules[st] = w[i].own_rules[st];
         }
     }
+    /* Everything a worker reads is set before it starts. */
+    for (size_t i = 0; i < nw; i++)
+      w[i].need_seq = worker_needs_seq (&w[i]);
     size_t started = 1;
     for (; rc == 0 && started < nw; started++)
       if (pthread_create (&w[started].tid, NULL, worker_main, &w[started]) != 0)
@@ -1013,10 +1026,8 @@ hc_replay_run (const char *path, const struct hc_trace_opts *topts,
     if (rc == 0 && started < nw) {
       w[0].sims = order + begin[started];
       w[0].nsims = nsims - begin[started];
+      w[0].need_seq = worker_needs_seq (&w[0]);
     }
-    for (size_t i = 0; i < nw; i++)
-      for (size_t j = 0; j < w[i].nsims; j++)
-        w[i].need_seq |= !w[i].sims[j]->is_belady && w[i].sims[j]->dir.policy.ops->reads_seq;
     if (rc == 0)
       worker_main (&w[0]);
     for (size_t i = 1; i < started; i++)
