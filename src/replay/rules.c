@@ -25,6 +25,7 @@
  * are memoised per interned string, so a trace with a few hundred distinct
  * comms costs a few hundred regexec calls, not millions.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <regex.h>
 #include <stdio.h>
@@ -209,6 +210,123 @@ trim (char *s)
   return s;
 }
 
+/* The most nodes a rule's regular expression may expand to, and the
+ * deepest nesting of groups counted.  glibc's regcomp copies a repeated
+ * subexpression once per repetition ("x+" becomes "xx*", "x{2,4}" "xxx?x?"),
+ * so nested repetitions multiply: "((a+)+)+…" doubles with every level,
+ * and twenty levels take gigabytes and seconds to compile.  A rule line of
+ * plain text (under 1 KiB) always fits. */
+#define REGEX_MAX_NODES 2048
+#define REGEX_MAX_DEPTH 64
+
+static uint64_t
+sat_add (uint64_t a, uint64_t b)
+{
+  return a > UINT64_MAX / 4 - b ? UINT64_MAX / 4 : a + b;
+}
+
+static uint64_t
+sat_mul (uint64_t a, uint64_t b)
+{
+  return b && a > UINT64_MAX / 4 / b ? UINT64_MAX / 4 : a * b;
+}
+
+/* An upper bound on the nodes an extended regular expression compiles to:
+ * one per atom (a character, an escape, a bracket expression), plus one per
+ * group and repetition, with each repetition multiplying what it repeats by
+ * its copies ('*' and '?' one, '+' two, "{m,n}" n, "{m,}" m + 1).  Only the
+ * size is estimated; regcomp still judges the syntax. */
+static uint64_t
+regex_nodes (const char *re)
+{
+  uint64_t sum[REGEX_MAX_DEPTH + 1], last[REGEX_MAX_DEPTH + 1];
+  unsigned depth = 0;
+
+  sum[0] = last[0] = 0;
+  for (const char *p = re; *p; p++) {
+    uint64_t copies = 0;
+    switch (*p) {
+    case '(':
+      if (++depth > REGEX_MAX_DEPTH)
+        return UINT64_MAX;
+      sum[depth] = last[depth] = 0;
+      continue;
+    case ')':
+      if (depth == 0)
+        break; /* an atom, or regcomp's error */
+      depth--;
+      sum[depth] = sat_add (sum[depth], last[depth]);
+      last[depth] = sat_add (sat_add (sum[depth + 1], last[depth + 1]), 1);
+      continue;
+    case '|':
+      sum[depth] = sat_add (sum[depth], last[depth]);
+      last[depth] = 0;
+      continue;
+    case '*': case '?': copies = 1; break;
+    case '+': copies = 2; break;
+    case '{': {
+      char *end;
+      if (!isdigit ((unsigned char) p[1]))
+        break; /* not an interval */
+      unsigned long m = strtoul (p + 1, &end, 10), n = m;
+      if (*end == ',' && end[1] == '}')
+        n = m + 1, end++;
+      else if (*end == ',' && isdigit ((unsigned char) end[1]))
+        n = strtoul (end + 1, &end, 10);
+      if (*end != '}')
+        break;
+      copies = n > m ? n : m;
+      if (copies == 0)
+        copies = 1;
+      p = end;
+      break;
+    }
+    case '\\':
+      if (p[1])
+        p++;
+      break;
+    case '[': {
+      /* To the closing ']': one first (or after '^') is literal, and
+       * "[:class:]", "[.x.]" and "[=x=]" may hold one too.  Without one,
+       * the '[' alone is counted and the rest still is: regcomp builds
+       * what comes before it meets the error. */
+      const char *q = p + 1;
+      if (*q == '^')
+        q++;
+      if (*q == ']')
+        q++;
+      while (q && *q && *q != ']') {
+        if (*q == '[' && (q[1] == ':' || q[1] == '.' || q[1] == '=')) {
+          const char *close = strchr (q + 2, q[1]);
+          while (close && close[1] != ']')
+            close = strchr (close + 1, q[1]);
+          q = close ? close + 1 : NULL;
+        }
+        if (q)
+          q++;
+      }
+      if (q && *q)
+        p = q;
+      break;
+    }
+    default:
+      break;
+    }
+    if (copies) {
+      /* A repetition of what came last (of nothing: a literal for regcomp). */
+      last[depth] = last[depth] ? sat_add (sat_mul (last[depth], copies), 1) : 1;
+      continue;
+    }
+    sum[depth] = sat_add (sum[depth], last[depth]);
+    last[depth] = 1;
+  }
+  while (depth > 0) {
+    depth--;
+    last[depth] = sat_add (last[depth], sat_add (sum[depth + 1], last[depth + 1]));
+  }
+  return sat_add (sum[0], last[0]);
+}
+
 /* Parses "FIELD OP VALUE" or a flag name into *c. */
 static int
 parse_cond (enum hc_strategy s, char *text, struct cond *c, struct hc_parse_error *err)
@@ -279,6 +397,11 @@ parse_cond (enum hc_strategy s, char *text, struct cond *c, struct hc_parse_erro
       return -EINVAL;
     }
     if (c->cmp == C_RE || c->cmp == C_NRE) {
+      if (regex_nodes (value) > REGEX_MAX_NODES) {
+        hc_parse_fail (err, "regular expression '%.64s' is too large once its repetitions are "
+                       "expanded (at most %d nodes)", value, REGEX_MAX_NODES);
+        return -EINVAL;
+      }
       int rc = regcomp (&c->re, value, REG_EXTENDED | REG_NOSUB);
       if (rc) {
         char msg[96];
