@@ -210,13 +210,16 @@ trim (char *s)
   return s;
 }
 
-/* The most nodes a rule's regular expression may expand to, and the
- * deepest nesting of groups counted.  glibc's regcomp copies a repeated
+/* What compiling a rule's regular expression may cost, and the deepest
+ * nesting of groups counted.  glibc's regcomp copies a repeated
  * subexpression once per repetition ("x+" becomes "xx*", "x{2,4}" "xxx?x?"),
  * so nested repetitions multiply: "((a+)+)+…" doubles with every level,
- * and twenty levels take gigabytes and seconds to compile.  A rule line of
- * plain text (under 1 KiB) always fits. */
-#define REGEX_MAX_NODES 2048
+ * and twenty levels take gigabytes and seconds to compile.  Repeating what
+ * can match nothing ("()+", "(a*)*") costs more again: its copies are
+ * chains of empty transitions, whose closures regcomp computes in more than
+ * linear time.  A rule line of plain text (under 1 KiB) always fits. */
+#define REGEX_MAX_COST 2048
+#define REGEX_NULL_FACTOR 4
 #define REGEX_MAX_DEPTH 64
 
 static uint64_t
@@ -231,38 +234,66 @@ sat_mul (uint64_t a, uint64_t b)
   return b && a > UINT64_MAX / 4 / b ? UINT64_MAX / 4 : a * b;
 }
 
-/* An upper bound on the nodes an extended regular expression compiles to:
- * one per atom (a character, an escape, a bracket expression), plus one per
- * group and repetition, with each repetition multiplying what it repeats by
- * its copies ('*' and '?' one, '+' two, "{m,n}" n, "{m,}" m + 1).  Only the
- * size is estimated; regcomp still judges the syntax. */
-static uint64_t
-regex_nodes (const char *re)
+/* One level of groups while estimating: the cost of the finished items
+ * (of every alternative so far) and of the last one, which a repetition
+ * applies to, and which of them can match the empty string. */
+struct re_level {
+  uint64_t sum, last;
+  bool alt_null;  /* a finished alternative can match nothing */
+  bool seq_null;  /* so can every item before the last, in this alternative */
+  bool last_null; /* so can the last (true while there is none) */
+};
+
+/* Ends the last item of a level: it joins the sum. */
+static void
+re_push_item (struct re_level *l, uint64_t cost, bool null)
 {
-  uint64_t sum[REGEX_MAX_DEPTH + 1], last[REGEX_MAX_DEPTH + 1];
+  l->sum = sat_add (l->sum, l->last);
+  l->seq_null = l->seq_null && l->last_null;
+  l->last = cost;
+  l->last_null = null;
+}
+
+/* An estimate of the cost of compiling an extended regular expression: a
+ * node per atom (a character, an escape, a bracket expression, an anchor),
+ * group and repetition, each repetition multiplying what it repeats by its
+ * copies ('*' and '?' one, '+' two, "{m,n}" n, "{m,}" m + 1), and by
+ * REGEX_NULL_FACTOR when that can match nothing.  Only the size is judged;
+ * regcomp still judges the syntax. */
+static uint64_t
+regex_cost (const char *re)
+{
+  struct re_level lv[REGEX_MAX_DEPTH + 1];
   unsigned depth = 0;
 
-  sum[0] = last[0] = 0;
+  lv[0] = (struct re_level) { .seq_null = true, .last_null = true };
   for (const char *p = re; *p; p++) {
+    struct re_level *l = &lv[depth];
     uint64_t copies = 0;
+    bool may_skip = false; /* the repetition allows zero copies */
     switch (*p) {
     case '(':
       if (++depth > REGEX_MAX_DEPTH)
         return UINT64_MAX;
-      sum[depth] = last[depth] = 0;
+      lv[depth] = (struct re_level) { .seq_null = true, .last_null = true };
       continue;
     case ')':
       if (depth == 0)
         break; /* an atom, or regcomp's error */
       depth--;
-      sum[depth] = sat_add (sum[depth], last[depth]);
-      last[depth] = sat_add (sat_add (sum[depth + 1], last[depth + 1]), 1);
+      re_push_item (&lv[depth], sat_add (sat_add (l->sum, l->last), 1),
+                    l->alt_null || (l->seq_null && l->last_null));
       continue;
     case '|':
-      sum[depth] = sat_add (sum[depth], last[depth]);
-      last[depth] = 0;
+      l->alt_null = l->alt_null || (l->seq_null && l->last_null);
+      l->sum = sat_add (l->sum, l->last);
+      l->last = 0;
+      l->seq_null = l->last_null = true;
       continue;
-    case '*': case '?': copies = 1; break;
+    case '^': case '$':
+      re_push_item (l, 1, true);
+      continue;
+    case '*': case '?': copies = 1, may_skip = true; break;
     case '+': copies = 2; break;
     case '{': {
       char *end;
@@ -278,6 +309,7 @@ regex_nodes (const char *re)
       copies = n > m ? n : m;
       if (copies == 0)
         copies = 1;
+      may_skip = m == 0;
       p = end;
       break;
     }
@@ -312,19 +344,20 @@ regex_nodes (const char *re)
     default:
       break;
     }
-    if (copies) {
-      /* A repetition of what came last (of nothing: a literal for regcomp). */
-      last[depth] = last[depth] ? sat_add (sat_mul (last[depth], copies), 1) : 1;
+    if (copies && l->last) {
+      /* A repetition of what came last. */
+      uint64_t each = l->last_null ? sat_mul (l->last, REGEX_NULL_FACTOR) : l->last;
+      l->last = sat_add (sat_mul (each, copies), 1);
+      l->last_null = l->last_null || may_skip;
       continue;
     }
-    sum[depth] = sat_add (sum[depth], last[depth]);
-    last[depth] = 1;
+    re_push_item (l, 1, false); /* an atom (a repetition of nothing is one for regcomp) */
   }
   while (depth > 0) {
-    depth--;
-    last[depth] = sat_add (last[depth], sat_add (sum[depth + 1], last[depth + 1]));
+    struct re_level *l = &lv[depth--];
+    re_push_item (&lv[depth], sat_add (l->sum, l->last), false);
   }
-  return sat_add (sum[0], last[0]);
+  return sat_add (lv[0].sum, lv[0].last);
 }
 
 /* Parses "FIELD OP VALUE" or a flag name into *c. */
@@ -397,9 +430,9 @@ parse_cond (enum hc_strategy s, char *text, struct cond *c, struct hc_parse_erro
       return -EINVAL;
     }
     if (c->cmp == C_RE || c->cmp == C_NRE) {
-      if (regex_nodes (value) > REGEX_MAX_NODES) {
+      if (regex_cost (value) > REGEX_MAX_COST) {
         hc_parse_fail (err, "regular expression '%.64s' is too large once its repetitions are "
-                       "expanded (at most %d nodes)", value, REGEX_MAX_NODES);
+                       "expanded", value);
         return -EINVAL;
       }
       int rc = regcomp (&c->re, value, REG_EXTENDED | REG_NOSUB);
