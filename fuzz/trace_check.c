@@ -13,9 +13,9 @@
  *   3. rewound and read in batches of varying sizes (hc_trace_read), it
  *      gives the same requests (string ids too), end, skipped-line count,
  *      first skipped line and error text;
- *   4. read again under `strict`, it gives a prefix of the same requests:
- *      all of them and a clean end when nothing was skipped, else it stops
- *      at the first malformed line with -EINVAL;
+ *   4. when lines were skipped, read again under `strict` it gives a
+ *      prefix of the same requests and stops at the first malformed line
+ *      with -EINVAL (or at the same error);
  *   5. the requests, written through the bin writer to a second memory
  *      file, are all accepted (the writer refuses what no reader should
  *      hand out) and read back, under strict, as the same requests with the
@@ -269,17 +269,19 @@ check_file (const struct fuzz_file *f, enum hc_trace_format format, uint64_t see
   } else
     FUZZ_CHECK (a.rc < 0, "a reader that read cleanly does not rewind");
 
-  st = open_file (f, *detected, true);
-  FUZZ_CHECK (st != NULL, "opens leniently but not strictly");
-  read_next (st, &s);
-  FUZZ_CHECK (s.skipped == 0, "strict skipped %llu", (unsigned long long) s.skipped);
-  check_same (&a, t, &s, st, s.n, false, "strict prefix");
-  if (a.skipped == 0)
-    FUZZ_CHECK (s.n == a.n && s.rc == a.rc, "strict: %zu requests, end %ld; lenient: %zu, %ld",
-                s.n, s.rc, a.n, a.rc);
-  else if (a.rc == 0)
-    FUZZ_CHECK (s.rc == -EINVAL, "strict ended with %ld after lenient skipped a line", s.rc);
-  hc_trace_close (st);
+  /* Strict differs only where a line is malformed: without one, reading
+   * again would repeat the lenient read (and cost a reader's buffers). */
+  if (a.skipped > 0) {
+    st = open_file (f, *detected, true);
+    FUZZ_CHECK (st != NULL, "opens leniently but not strictly");
+    read_next (st, &s);
+    FUZZ_CHECK (s.skipped == 0, "strict skipped %llu", (unsigned long long) s.skipped);
+    check_same (&a, t, &s, st, s.n, false, "strict prefix");
+    FUZZ_CHECK (a.rc < 0 ? s.rc < 0 : s.rc == -EINVAL,
+                "strict ended with %ld after lenient skipped a line and ended with %ld", s.rc,
+                a.rc);
+    hc_trace_close (st);
+  }
 
   check_bin_roundtrip (t, &a);
   n = a.n;
