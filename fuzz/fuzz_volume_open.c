@@ -132,6 +132,30 @@ reseal (uint64_t s)
     hc_put32 (p + 8, hc_meta_csum (p, 8, seed, s));
 }
 
+/* A known engine bug, reported and left to the engine's owners: sb_sane
+ * (src/engine/meta.c) bounds the table from below only, and open_volume
+ * (src/engine/volume.c) callocs a bit per table sector, so a superblock
+ * with a sound checksum and a huge table_sectors asks for up to 2^58 bytes
+ * (AddressSanitizer: allocation-size-too-big; a large but possible size
+ * would be allocated, then fail at the first read past the tier).  Such
+ * images are passed over, so that the fuzzer goes on finding anything else;
+ * with HC_FUZZ_KNOWN_BUGS set in the environment they are opened too.
+ * Remove this once the superblock check bounds the regions by the fast
+ * tier. */
+static bool
+known_engine_bug (void)
+{
+  static int all = -1;
+  struct hc_super sb;
+
+  if (all < 0)
+    all = getenv ("HC_FUZZ_KNOWN_BUGS") != NULL;
+  for (unsigned i = 0; i < 2 && !all; i++)
+    if (hc_sb_decode (work + i * HC_FMT_SB_SLOT, &sb) == 0 && sb.table_sectors > SECTORS)
+      return true;
+  return false;
+}
+
 /* The fast tier equals the work image. */
 static bool
 fast_unchanged (void)
@@ -164,6 +188,8 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
     for (uint64_t s = 0; s < SECTORS; s++)
       if (touched[s / 8] & (1u << (s % 8)))
         reseal (s);
+  if (known_engine_bug ())
+    return 0;
   FUZZ_CHECK (hc_tier_write (fast, work, FAST, 0, 0) == 0
                   && hc_tier_write (slow, slow_image, SLOW, 0, 0) == 0,
               "restore the tiers");
