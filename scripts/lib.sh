@@ -1,4 +1,4 @@
-# Shared by scripts/demo, scripts/test and scripts/bench (sourced).
+# Shared by scripts/demo, scripts/test, scripts/fuzz and scripts/bench (sourced).
 #
 # ensure_packages installs the Debian packages that are missing, running
 # `apt-get update` first only when something is missing.  build configures
@@ -7,6 +7,9 @@
 # What building needs, and what the test suite needs on top.
 HC_BUILD_PACKAGES="gcc libc6-dev make cmake pkg-config libxxhash-dev zlib1g-dev libnbd-dev nbdkit-plugin-dev libext2fs-dev"
 HC_TEST_PACKAGES="jq binutils nbdkit libnbd-bin python3-libnbd qemu-utils fio fuse3 e2fsprogs"
+# What fuzzing needs on top of building: clang and its runtimes (libFuzzer
+# and the sanitizers, in Debian 12's clang 14).
+HC_FUZZ_PACKAGES="clang libclang-rt-dev"
 
 ensure_packages() {
   local missing=() p

@@ -75,6 +75,11 @@ hc_codec_encode (const hc_codec *c, const hc_profile *p, struct hc_hint h, enum 
 static int
 wire_check (const struct hc_codec *c, const struct hc_wire *w, struct hc_sb *why)
 {
+  /* A transport of one value reads v[0]: a wire without it is not one. */
+  if (w->n == 0 && c->max_values == 1) {
+    hc_sb_printf (why, "%s carries one value, got none", c->name);
+    return -EINVAL;
+  }
   if (w->n > c->max_values) {
     hc_sb_printf (why, "%s carries at most %u value%s, got %u", c->name, c->max_values,
                   c->max_values == 1 ? "" : "s", w->n);

@@ -182,6 +182,14 @@ main (void)
   w = (struct hc_wire) { .n = 1, .nbytes = 3 };
   CHECK (hc_codec_decode (hc_codec_find ("scsi"), p, &w, 0, &h, why, sizeof why) == -EINVAL,
          "short descriptor");
+  w = (struct hc_wire) { .n = 0 };
+  for (unsigned ci = 0; ci < HC_CODEC_COUNT; ci++)
+    if (ci != HC_CODEC_FADVISE) {
+      why[0] = '\0';
+      CHECK (hc_codec_decode (hc_codec_get (ci), p, &w, 0, &h, why, sizeof why) == -EINVAL
+             && strstr (why, "got none"), "%s: no value: %s", hc_codec_name (hc_codec_get (ci)),
+             why);
+    }
   w = (struct hc_wire) { .n = 5 };
   CHECK (hc_codec_decode (hc_codec_find ("fadvise"), p, &w, 0, &h, NULL, 0) == -EINVAL, "n > 4");
   CHECK (hc_codec_decode (hc_codec_find ("rwh"), p, &w, 7, &h, NULL, 0) == -EINVAL, "bad dir");

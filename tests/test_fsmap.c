@@ -137,6 +137,15 @@ test_rules_table (void)
     { "**/pg_wal/**", "apg_wal/1", false },  { "**/pg_wal/**", "pg_wal/a/b", true },
     { "x/**", "x/y", true },             { "x/**", "a/x/y/z", true },
     { "x/**", "x", false },              { "x/**", "ax/y", false },
+    /* Many "**": each takes what the next part leaves (trying every split
+     * at every one never finished on such paths). */
+    { "/a/**/b/**/c/**/d", "a/b/c/d", true },  { "/a/**/b/**/c/**/d", "a/x/b/c/y/d", true },
+    { "/a/**/b/**/c/**/d", "a/c/b/d", false },  { "**/a/**/a/**", "a/a/a", true },
+    { "**/a/**/a/**", "a/a", false },
+    { "/**/**/**/**/**/**/**/**/**/**/**/**/**/**/**/**/z",
+      "x/x/x/x/x/x/x/x/x/x/x/x/x/x/x/x/x/x/x/x/x/x/x/x/x/x/x/x/x/x/x/x/x/x/x/x/x/x/x/x/y", false },
+    { "/**/x/**/x/**/x/**/x/**/x/**/x/**/x/**/x/**/z",
+      "x/x/x/x/x/x/x/x/x/x/x/x/x/x/x/x/x/x/x/x/x/x/x/x/x/x/x/x/x/x/x/x/x/x/x/x/x/x/x/x/z", true },
   };
   for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
     char text[256];

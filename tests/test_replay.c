@@ -662,6 +662,11 @@ check_rules (const char *path)
     { HC_STRATEGY_IO, "label=wal journal\n", -EINVAL, 1 },
     { HC_STRATEGY_IO, "label=wal -> jurnal\n", -EINVAL, 1 },
     { HC_STRATEGY_IO, "comm~( -> data\n", -EINVAL, 1 },
+    { HC_STRATEGY_IO, "comm~^(jbd2|kworker)[[:digit:]]{1,3}.*$ -> data\n", 0, 0 },
+    { HC_STRATEGY_IO, "pid>1 -> data\ncomm~((((((((((((((((((((((((a+)+)+)+)+)+)+)+)+)+)+"
+                      ")+)+)+)+)+)+)+)+)+)+)+)+)+)+ -> data\n", -EINVAL, 2 },
+    { HC_STRATEGY_IO, "object~(a?){1000} -> data\n", -EINVAL, 1 },
+    { HC_STRATEGY_IO, "object~(()+){255} -> data\n", -EINVAL, 1 },
     { HC_STRATEGY_IO, "length~4096 -> data\n", -EINVAL, 1 },
     { HC_STRATEGY_IO, "comm<5 -> data\n", -EINVAL, 1 },
     { HC_STRATEGY_IO, "label= -> data\n", -EINVAL, 1 },

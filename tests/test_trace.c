@@ -456,6 +456,9 @@ check_bad (const char *name, enum hc_trace_format format, size_t good, uint64_t 
   snprintf (expect, sizeof expect, "line %llu:", (unsigned long long) first_bad);
   CHECK (a.rc == -EINVAL && a.n == good_before && strstr (hc_trace_error (t), expect),
          "%s strict: rc %d after %zu requests: %s", name, a.rc, a.n, hc_trace_error (t));
+  /* The line that ended the read was not skipped. */
+  CHECK (hc_trace_skipped (t, &first) == 0 && first == 0, "%s strict: %llu skipped, first %llu",
+         name, (unsigned long long) hc_trace_skipped (t, NULL), (unsigned long long) first);
   struct hc_trace_req r;
   CHECK (t && hc_trace_next (t, &r) == -EINVAL, "%s: strict error is sticky", name);
   free_reqs (&a);

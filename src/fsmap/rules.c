@@ -4,10 +4,10 @@
  * A pattern is compiled into its components; a pattern that is not
  * anchored gets a leading "**" component, which is what makes a bare name
  * match in any directory and a pattern with a '/' match a tail of the path.
- * Matching is recursive over components ("**" tries every split) and, inside
- * a component, the usual wildcard loop with one backtracking point.  Rules
- * are few and short, so this is cheap next to the FIEMAP call a matching
- * file costs.
+ * Matching is the usual wildcard loop with one backtracking point, twice
+ * over: over components, where "**" is the wildcard, and inside a
+ * component, where '*' is.  So it takes at most pattern × path steps, and
+ * is cheap next to the FIEMAP call a matching file costs.
  *
  * The walk opens each directory relative to its parent (openat, never
  * following symbolic links), checks that it is on the mount's file system,
@@ -348,24 +348,41 @@ twostar (const char *seg)
   return seg[0] == '*' && seg[1] == '*' && seg[2] == '\0';
 }
 
-/* Matches pattern components seg[np] against path components c[nc]. */
+/* Matches pattern components seg[np] against path components c[nc].  A
+ * "**" is to components what '*' is to characters, so the same loop as
+ * glob1's serves, with one backtracking point: the latest "**" takes one
+ * more component whenever what follows it fails.  Trying every split at
+ * every "**" instead is exponential in their number ("**" twelve times
+ * over against a deep path never finished). */
 static bool
 match_segs (char *const *seg, size_t np, const struct comp *c, size_t nc)
 {
-  while (np > 0) {
-    if (twostar (seg[0])) {
-      if (np == 1)
-        return nc >= 1; /* a trailing "**": one or more */
-      for (size_t k = 0; k <= nc; k++)
-        if (match_segs (seg + 1, np - 1, c + k, nc - k))
-          return true;
-      return false;
+  size_t p = 0, i = 0, star_p = 0, star_i = 0;
+  bool star = false;
+
+  while (i < nc) {
+    if (p < np && twostar (seg[p])) {
+      if (p + 1 == np)
+        return true; /* a trailing "**": one or more, and one is left */
+      star = true;
+      star_p = ++p;
+      star_i = i;
+      continue;
     }
-    if (nc == 0 || !glob1 (seg[0], c[0].s, c[0].len))
+    if (p < np && glob1 (seg[p], c[i].s, c[i].len)) {
+      p++, i++;
+      continue;
+    }
+    if (!star)
       return false;
-    seg++, np--, c++, nc--;
+    p = star_p;
+    i = ++star_i;
   }
-  return nc == 0;
+  /* The path is used up: what is left may be "**"s that match nothing,
+   * but not a trailing one. */
+  while (p + 1 < np && twostar (seg[p]))
+    p++;
+  return p == np;
 }
 
 int

@@ -25,6 +25,7 @@
  * are memoised per interned string, so a trace with a few hundred distinct
  * comms costs a few hundred regexec calls, not millions.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <regex.h>
 #include <stdio.h>
@@ -209,6 +210,156 @@ trim (char *s)
   return s;
 }
 
+/* What compiling a rule's regular expression may cost, and the deepest
+ * nesting of groups counted.  glibc's regcomp copies a repeated
+ * subexpression once per repetition ("x+" becomes "xx*", "x{2,4}" "xxx?x?"),
+ * so nested repetitions multiply: "((a+)+)+…" doubles with every level,
+ * and twenty levels take gigabytes and seconds to compile.  Repeating what
+ * can match nothing ("()+", "(a*)*") costs more again: its copies are
+ * chains of empty transitions, whose closures regcomp computes in more than
+ * linear time.  A rule line of plain text (under 1 KiB) always fits. */
+#define REGEX_MAX_COST 2048
+#define REGEX_NULL_FACTOR 4
+#define REGEX_MAX_DEPTH 64
+
+static uint64_t
+sat_add (uint64_t a, uint64_t b)
+{
+  return a > UINT64_MAX / 4 - b ? UINT64_MAX / 4 : a + b;
+}
+
+static uint64_t
+sat_mul (uint64_t a, uint64_t b)
+{
+  return b && a > UINT64_MAX / 4 / b ? UINT64_MAX / 4 : a * b;
+}
+
+/* One level of groups while estimating: the cost of the finished items
+ * (of every alternative so far) and of the last one, which a repetition
+ * applies to, and which of them can match the empty string. */
+struct re_level {
+  uint64_t sum, last;
+  bool alt_null;  /* a finished alternative can match nothing */
+  bool seq_null;  /* so can every item before the last, in this alternative */
+  bool last_null; /* so can the last (true while there is none) */
+};
+
+/* Ends the last item of a level: it joins the sum. */
+static void
+re_push_item (struct re_level *l, uint64_t cost, bool null)
+{
+  l->sum = sat_add (l->sum, l->last);
+  l->seq_null = l->seq_null && l->last_null;
+  l->last = cost;
+  l->last_null = null;
+}
+
+/* An estimate of the cost of compiling an extended regular expression: a
+ * node per atom (a character, an escape, a bracket expression, an anchor),
+ * group and repetition, each repetition multiplying what it repeats by its
+ * copies ('*' and '?' one, '+' two, "{m,n}" n, "{m,}" m + 1), and by
+ * REGEX_NULL_FACTOR when that can match nothing.  Only the size is judged;
+ * regcomp still judges the syntax. */
+static uint64_t
+regex_cost (const char *re)
+{
+  struct re_level lv[REGEX_MAX_DEPTH + 1];
+  unsigned depth = 0;
+
+  lv[0] = (struct re_level) { .seq_null = true, .last_null = true };
+  for (const char *p = re; *p; p++) {
+    struct re_level *l = &lv[depth];
+    uint64_t copies = 0;
+    bool may_skip = false; /* the repetition allows zero copies */
+    switch (*p) {
+    case '(':
+      if (++depth > REGEX_MAX_DEPTH)
+        return UINT64_MAX;
+      lv[depth] = (struct re_level) { .seq_null = true, .last_null = true };
+      continue;
+    case ')':
+      if (depth == 0)
+        break; /* an atom, or regcomp's error */
+      depth--;
+      re_push_item (&lv[depth], sat_add (sat_add (l->sum, l->last), 1),
+                    l->alt_null || (l->seq_null && l->last_null));
+      continue;
+    case '|':
+      l->alt_null = l->alt_null || (l->seq_null && l->last_null);
+      l->sum = sat_add (l->sum, l->last);
+      l->last = 0;
+      l->seq_null = l->last_null = true;
+      continue;
+    case '^': case '$':
+      re_push_item (l, 1, true);
+      continue;
+    case '*': case '?': copies = 1, may_skip = true; break;
+    case '+': copies = 2; break;
+    case '{': {
+      char *end;
+      if (!isdigit ((unsigned char) p[1]))
+        break; /* not an interval */
+      unsigned long m = strtoul (p + 1, &end, 10), n = m;
+      if (*end == ',' && end[1] == '}')
+        n = m + 1, end++;
+      else if (*end == ',' && isdigit ((unsigned char) end[1]))
+        n = strtoul (end + 1, &end, 10);
+      if (*end != '}')
+        break;
+      copies = n > m ? n : m;
+      if (copies == 0)
+        copies = 1;
+      may_skip = m == 0;
+      p = end;
+      break;
+    }
+    case '\\':
+      if (p[1])
+        p++;
+      break;
+    case '[': {
+      /* To the closing ']': one first (or after '^') is literal, and
+       * "[:class:]", "[.x.]" and "[=x=]" may hold one too.  Without one,
+       * the '[' alone is counted and the rest still is: regcomp builds
+       * what comes before it meets the error. */
+      const char *q = p + 1;
+      if (*q == '^')
+        q++;
+      if (*q == ']')
+        q++;
+      while (q && *q && *q != ']') {
+        if (*q == '[' && (q[1] == ':' || q[1] == '.' || q[1] == '=')) {
+          const char *close = strchr (q + 2, q[1]);
+          while (close && close[1] != ']')
+            close = strchr (close + 1, q[1]);
+          q = close ? close + 1 : NULL;
+        }
+        if (q)
+          q++;
+      }
+      if (q && *q)
+        p = q;
+      break;
+    }
+    default:
+      break;
+    }
+    if (copies && l->last) {
+      /* A repetition of what came last. */
+      uint64_t each = l->last_null ? sat_mul (l->last, REGEX_NULL_FACTOR) : l->last;
+      l->last = sat_add (sat_mul (each, copies), 1);
+      l->last_null = l->last_null || may_skip;
+      continue;
+    }
+    re_push_item (l, 1, false); /* an atom (a repetition of nothing is one for regcomp) */
+  }
+  while (depth > 0) {
+    struct re_level *l = &lv[depth--];
+    re_push_item (&lv[depth], sat_add (l->sum, l->last), false);
+  }
+  return sat_add (lv[0].sum, lv[0].last);
+}
+
 /* Parses "FIELD OP VALUE" or a flag name into *c. */
 static int
 parse_cond (enum hc_strategy s, char *text, struct cond *c, struct hc_parse_error *err)
@@ -279,6 +430,11 @@ parse_cond (enum hc_strategy s, char *text, struct cond *c, struct hc_parse_erro
       return -EINVAL;
     }
     if (c->cmp == C_RE || c->cmp == C_NRE) {
+      if (regex_cost (value) > REGEX_MAX_COST) {
+        hc_parse_fail (err, "regular expression '%.64s' is too large once its repetitions are "
+                       "expanded", value);
+        return -EINVAL;
+      }
       int rc = regcomp (&c->re, value, REG_EXTENDED | REG_NOSUB);
       if (rc) {
         char msg[96];

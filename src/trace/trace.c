@@ -320,10 +320,11 @@ hc_trace_malformed (struct hc_trace *t)
 {
   const char *unit = t->fmt->next ? "record" : "line";
 
-  t->skipped++;
+  /* Under strict the line ends the read: it is not skipped. */
   if (t->opts.strict)
     return hc_trace_fail (t, -EINVAL, "%s %llu: %s", unit, (unsigned long long) t->lineno,
                           t->reason);
+  t->skipped++;
   if (!t->first_skipped) {
     t->first_skipped = t->lineno;
     if (!t->err[0])

@@ -1,0 +1,237 @@
+/* Fuzzes opening a corrupted fast tier: hc_volume_check and hc_volume_open
+ * on a valid volume image with patches applied, so the fuzzer mutates a
+ * real image rather than noise.
+ *
+ * LLVMFuzzerInitialize formats a small volume on memory tiers (a 384 KiB
+ * fast tier: superblocks, table, range hints, statistics, a 256 KiB
+ * journal and 27 cache blocks; a 512 KiB slow tier), writes blocks in
+ * write-back mode, stores range hints, closes, reopens and writes more, and
+ * snapshots the fast tier twice: after a flush while still open (a crash
+ * image, whose journal has commits to replay) and after the close (a clean
+ * image).
+ *
+ * Input: a flags byte — bit 0 picks the image, bit 1 reseals, that is
+ * recomputes the checksum of every sector a patch touched (superblocks,
+ * table, range-hint, statistics and journal sectors, each as the format
+ * places its checksum; the geometry is the snapshot's), so that patches
+ * also reach what lies behind the checksums — then patches, each a 32-bit
+ * offset (modulo the image size), a length byte (0 … 63) and that many
+ * bytes.
+ *
+ * Each run writes the patched image to the fast tier and the snapshot to
+ * the slow tier, then, beyond not crashing, hanging or leaking:
+ *   - hc_volume_check and hc_volume_open each succeed or fail with a
+ *     negative errno and a reason, and agree (the check is the open's
+ *     load, read-only);
+ *   - the check, and an open that fails, leave the fast tier as it was;
+ *   - an open that succeeds serves a read of every block of the volume
+ *     (up to the slow tier's size, and the last block it claims; the
+ *     reads may fail, but only with an errno), closes, and what it leaves
+ *     behind passes hc_volume_check.
+ */
+#include <errno.h>
+#include <stdint.h>
+#include <string.h>
+#include <xxhash.h>
+
+#include "engine/vol.h"
+#include "fuzz.h"
+#include "hintcache/volume.h"
+
+#define FAST (384u << 10)
+#define SLOW (512u << 10)
+#define SECTORS (FAST / HC_FMT_SECTOR)
+#define MAX_PATCHES 64
+
+static hc_tier *fast, *slow;
+static uint8_t *image[2], *slow_image, *work, *back;
+static struct hc_super geo; /* the snapshot's geometry */
+static uint64_t seed;       /* its checksum seed */
+static uint8_t *block;
+
+int LLVMFuzzerInitialize (int *argc, char ***argv);
+int LLVMFuzzerTestOneInput (const uint8_t *data, size_t size);
+
+/* Writes blocks [first, first + n) with a pattern of their number. */
+static void
+write_blocks (hc_volume *v, uint64_t first, unsigned n)
+{
+  for (uint64_t b = first; b < first + n; b++) {
+    for (unsigned i = 0; i < 4096; i++)
+      block[i] = (uint8_t) (b * 31 + i);
+    FUZZ_CHECK (hc_volume_write (v, block, 4096, b << 12, 0, NULL) == 0, "write");
+  }
+}
+
+static void
+snapshot (hc_tier *t, uint8_t *buf, size_t len)
+{
+  FUZZ_CHECK (hc_tier_read (t, buf, len, 0) == 0, "snapshot");
+}
+
+int
+LLVMFuzzerInitialize (int *argc, char ***argv)
+{
+  struct hc_format_opts fo = { .mode = HC_MODE_WRITEBACK, .max_ranges = 62 };
+  struct hc_open_opts oo = { .no_cleaner = true };
+  char why[256] = "";
+  hc_volume *v;
+
+  (void) argc, (void) argv;
+  for (unsigned i = 0; i < 2; i++)
+    FUZZ_CHECK ((image[i] = malloc (FAST)), "out of memory");
+  FUZZ_CHECK ((slow_image = malloc (SLOW)) && (work = malloc (FAST)) && (back = malloc (FAST))
+                  && (block = malloc (4096)),
+              "out of memory");
+  FUZZ_CHECK (hc_tier_new_memory (FAST, &fast) == 0 && hc_tier_new_memory (SLOW, &slow) == 0,
+              "memory tiers");
+  FUZZ_CHECK (hc_volume_format (fast, slow, &fo, why, sizeof why) == 0, "format: %s", why);
+  FUZZ_CHECK (hc_volume_open (fast, slow, &oo, &v, why, sizeof why) == 0, "open: %s", why);
+  write_blocks (v, 0, 8);
+  for (unsigned k = 0; k < 4; k++)
+    FUZZ_CHECK (hc_volume_advise (v, (uint64_t) k * 65536, 8192,
+                                  (struct hc_hint) { .cls = 1 + k, .advice = k ? 0 : 2 })
+                    == 0,
+                "advise");
+  FUZZ_CHECK (hc_volume_close (v) == 0, "close");
+  FUZZ_CHECK (hc_volume_open (fast, slow, &oo, &v, why, sizeof why) == 0, "reopen: %s", why);
+  write_blocks (v, 40, 6);
+  FUZZ_CHECK (hc_volume_advise (v, 200 << 10, 4096, (struct hc_hint) { .cls = 6 }) == 0, "advise");
+  FUZZ_CHECK (hc_volume_flush (v) == 0, "flush");
+  snapshot (fast, image[1], FAST);
+  FUZZ_CHECK (hc_volume_close (v) == 0, "close");
+  snapshot (fast, image[0], FAST);
+  snapshot (slow, slow_image, SLOW);
+  FUZZ_CHECK (hc_sb_decode (image[0], &geo) == 0, "the snapshot's superblock");
+  seed = hc_get64 (geo.cache_uuid) ^ hc_get64 (geo.cache_uuid + 8);
+  FUZZ_CHECK (geo.fast_size <= FAST && geo.nblocks >= 16, "geometry: %llu bytes, %u blocks",
+              (unsigned long long) geo.fast_size, geo.nblocks);
+  return 0;
+}
+
+/* True if sector s lies in the region of `count` sectors at byte `off`. */
+static bool
+in_region (uint64_t s, uint64_t off, uint64_t count)
+{
+  return s >= off / HC_FMT_SECTOR && s < off / HC_FMT_SECTOR + count;
+}
+
+/* Recomputes the checksum of sector s of the work image, as the format
+ * places it there; sectors of data or padding have none. */
+static void
+reseal (uint64_t s)
+{
+  uint8_t *p = work + s * HC_FMT_SECTOR;
+
+  if (s == 0 || s == HC_FMT_SB_SLOT / HC_FMT_SECTOR)
+    hc_put64 (p + SB_CSUM, XXH3_64bits (p, SB_CSUM));
+  else if (in_region (s, geo.table_off, geo.table_sectors)
+           || in_region (s, geo.range_off, geo.range_sectors)
+           || in_region (s, geo.stats_off, HC_FMT_STATS_SECTORS))
+    hc_put32 (p, hc_meta_csum (p, 0, seed, s));
+  else if (in_region (s, geo.journal_off, geo.journal_sectors))
+    hc_put32 (p + 8, hc_meta_csum (p, 8, seed, s));
+}
+
+/* A known engine bug, reported and left to the engine's owners: sb_sane
+ * (src/engine/meta.c) bounds the table from below only, and open_volume
+ * (src/engine/volume.c) callocs a bit per table sector, so a superblock
+ * with a sound checksum and a huge table_sectors asks for up to 2^58 bytes
+ * (AddressSanitizer: allocation-size-too-big; a large but possible size
+ * would be allocated, then fail at the first read past the tier).  Such
+ * images are passed over, so that the fuzzer goes on finding anything else;
+ * with HC_FUZZ_KNOWN_BUGS set in the environment they are opened too.
+ * Remove this once the superblock check bounds the regions by the fast
+ * tier. */
+static bool
+known_engine_bug (void)
+{
+  static int all = -1;
+  struct hc_super sb;
+
+  if (all < 0)
+    all = getenv ("HC_FUZZ_KNOWN_BUGS") != NULL;
+  for (unsigned i = 0; i < 2 && !all; i++)
+    if (hc_sb_decode (work + i * HC_FMT_SB_SLOT, &sb) == 0 && sb.table_sectors > SECTORS)
+      return true;
+  return false;
+}
+
+/* Reads block b of the volume: it may fail, but only with an errno. */
+static void
+read_block (hc_volume *v, uint8_t *buf, uint64_t b)
+{
+  uint32_t bs = hc_volume_block_size (v);
+  int r = hc_volume_read (v, buf, bs, b * bs, NULL);
+
+  FUZZ_CHECK (r == 0 || (r < 0 && r > -4096), "read of block %llu: %d", (unsigned long long) b, r);
+}
+
+/* The fast tier equals the work image. */
+static bool
+fast_unchanged (void)
+{
+  FUZZ_CHECK (hc_tier_read (fast, back, FAST, 0) == 0, "read back");
+  return memcmp (back, work, FAST) == 0;
+}
+
+int
+LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
+{
+  struct fuzz_in in = { data, size };
+  struct hc_open_opts oo = { .no_cleaner = true };
+  static uint8_t touched[SECTORS / 8];
+  unsigned flags = (unsigned) fuzz_take (&in, 1);
+  char why[256] = "", why2[256] = "";
+  hc_volume *v = NULL;
+
+  memcpy (work, image[flags & 1], FAST);
+  memset (touched, 0, sizeof touched);
+  for (unsigned k = 0; k < MAX_PATCHES && in.n >= 5; k++) {
+    uint64_t off = fuzz_take (&in, 4) % FAST;
+    size_t len = (size_t) fuzz_take (&in, 1) % 64;
+    for (size_t i = 0; i < len && in.n && off + i < FAST; i++) {
+      work[off + i] = (uint8_t) fuzz_take (&in, 1);
+      touched[(off + i) / HC_FMT_SECTOR / 8] |= 1u << ((off + i) / HC_FMT_SECTOR % 8);
+    }
+  }
+  if (flags & 2)
+    for (uint64_t s = 0; s < SECTORS; s++)
+      if (touched[s / 8] & (1u << (s % 8)))
+        reseal (s);
+  if (known_engine_bug ())
+    return 0;
+  FUZZ_CHECK (hc_tier_write (fast, work, FAST, 0, 0) == 0
+                  && hc_tier_write (slow, slow_image, SLOW, 0, 0) == 0,
+              "restore the tiers");
+
+  int rc = hc_volume_check (fast, slow, why, sizeof why);
+  FUZZ_CHECK (rc == 0 || (rc < 0 && rc > -4096 && why[0]), "check: rc %d, '%s'", rc, why);
+  FUZZ_CHECK (fast_unchanged (), "the check changed the fast tier (rc %d, '%s')", rc, why);
+
+  int rc2 = hc_volume_open (fast, slow, &oo, &v, why2, sizeof why2);
+  FUZZ_CHECK (rc2 == 0 ? v != NULL : (rc2 > -4096 && why2[0]), "open: rc %d, '%s'", rc2, why2);
+  FUZZ_CHECK ((rc == 0) == (rc2 == 0), "check says %d '%s', open says %d '%s'", rc, why, rc2,
+              why2);
+  if (rc2 < 0) {
+    FUZZ_CHECK (fast_unchanged (), "a failed open changed the fast tier ('%s')", why2);
+    return 0;
+  }
+  /* Every block the slow tier can hold, and the last one the superblock
+   * claims: a superblock may claim more (see the report on the engine),
+   * and reading millions of blocks past the tier would only time out. */
+  uint32_t bs = hc_volume_block_size (v);
+  uint64_t nblocks = hc_volume_size (v) / bs, upto = nblocks < SLOW / bs ? nblocks : SLOW / bs;
+  uint8_t *buf = malloc (bs);
+  FUZZ_CHECK (buf != NULL, "out of memory");
+  for (uint64_t b = 0; b < upto; b++)
+    read_block (v, buf, b);
+  if (nblocks > upto)
+    read_block (v, buf, nblocks - 1);
+  free (buf);
+  rc = hc_volume_close (v);
+  FUZZ_CHECK (rc <= 0 && rc > -4096, "close: %d", rc);
+  rc = hc_volume_check (fast, slow, why, sizeof why);
+  FUZZ_CHECK (rc == 0, "what open and close left fails the check: %d '%s'", rc, why);
+  return 0;
+}
