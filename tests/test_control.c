@@ -544,6 +544,52 @@ as_nobody (const char *path, const char *says)
   return WEXITSTATUS (st);
 }
 
+/* Idle clients cannot lock everyone out: with every slot taken, a
+ * newcomer gets the slot of the client idle longest, once it has been
+ * idle 10 s; the others go on. */
+static void
+test_idle_slots (void)
+{
+  struct vol x;
+  hc_control *srv = NULL;
+  char path[128], why[256], line[256];
+  int fd[33];
+
+  if (vol_make (&x, NULL) < 0)
+    return;
+  snprintf (path, sizeof path, "%s/idle.sock", tmpdir);
+  if (hc_control_start (x.v, path, &srv, why, sizeof why) < 0) {
+    CHECK (0, "start: %s", why);
+    vol_free (&x);
+    return;
+  }
+  for (unsigned i = 0; i < 32; i++) {
+    fd[i] = raw_connect (path);
+    CHECK (fd[i] >= 0 && raw_line (fd[i], line, sizeof line) >= 0
+           && strcmp (line, "hintcache-control 1") == 0, "client %u: '%s'", i, line);
+  }
+  fd[32] = raw_connect (path);
+  CHECK (raw_line (fd[32], line, sizeof line) >= 0 && strstr (line, "EBUSY"),
+         "full, nobody idle long: '%s'", line);
+  close (fd[32]);
+  usleep (1100 * 1000);
+  for (unsigned i = 1; i < 32; i++) { /* all but the first speak */
+    raw_send (fd[i], "version\n", 8);
+    CHECK (raw_line (fd[i], line, sizeof line) >= 0 && strcmp (line, "ok 1") == 0, "client %u", i);
+  }
+  usleep (10 * 1000 * 1000);
+  fd[32] = raw_connect (path);
+  CHECK (raw_line (fd[32], line, sizeof line) >= 0 && strcmp (line, "hintcache-control 1") == 0,
+         "the newcomer gets the idlest slot: '%s'", line);
+  CHECK (raw_line (fd[0], line, sizeof line) < 0, "the idlest was disconnected");
+  raw_send (fd[1], "version\n", 8);
+  CHECK (raw_line (fd[1], line, sizeof line) >= 0 && strcmp (line, "ok 1") == 0, "others go on");
+  for (unsigned i = 0; i < 33; i++)
+    close (fd[i]);
+  hc_control_stop (srv);
+  vol_free (&x);
+}
+
 static void
 test_server (void)
 {
@@ -1053,6 +1099,7 @@ main (int argc, char **argv)
   test_exec_mutants ();
   test_stats_text ();
   test_server ();
+  test_idle_slots ();
   test_tool ();
   rmdir (tmpdir);
   return test_exit ("test_control");

@@ -15,6 +15,13 @@
  * the wake pipe so the accept thread reaps it.  hc_control_stop writes to
  * the wake pipe to end the accept thread, then shuts every client socket
  * down, which ends the workers' reads.
+ *
+ * Idle clients.  Long-lived clients (hintd, the preload library) keep
+ * their connection between requests, so idleness alone ends nothing; but
+ * when all MAX_CLIENTS slots are taken, a newcomer gets the slot of the
+ * client idle longest, if it has been idle IDLE_S seconds or more (its
+ * socket is shut down, its worker joined): idle connections can never
+ * lock everyone out.  Such a client reconnects when it next needs to.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -27,19 +34,30 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "hintcache/control.h"
 #include "control/control_priv.h"
 
 #define MAX_CLIENTS 32
+#define IDLE_S 10 /* a client idle this long may give its slot to a newcomer */
 
 struct client {
   struct hc_control *srv;
   int fd;             /* -1: the slot is free */
   pthread_t thread;
   bool done;          /* the worker has finished; join and close it */
+  time_t active;      /* when it last sent a request (CLOCK_MONOTONIC seconds) */
 };
+
+static time_t
+now_s (void)
+{
+  struct timespec ts;
+  clock_gettime (CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec;
+}
 
 struct hc_control {
   hc_volume *v;
@@ -143,6 +161,9 @@ client_main (void *arg)
         break;
       size_t n = (size_t) (nl - buf);
       int rc = 0;
+      pthread_mutex_lock (&c->lock);
+      cl->active = now_s ();
+      pthread_mutex_unlock (&c->lock);
       if (discarding)
         discarding = false; /* the end of the over-long line */
       else
@@ -217,13 +238,27 @@ admit (struct hc_control *c, int fd)
     return;
   }
   pthread_mutex_lock (&c->lock);
-  struct client *cl = NULL;
+  struct client *cl = NULL, *idlest = NULL;
   for (unsigned i = 0; i < MAX_CLIENTS && !cl; i++)
     if (c->clients[i].fd < 0)
       cl = &c->clients[i];
+    else if (!c->clients[i].done && (!idlest || c->clients[i].active < idlest->active))
+      idlest = &c->clients[i];
+  if (!cl && idlest && now_s () - idlest->active >= IDLE_S) {
+    /* Full: the client idle longest goes (see the top of this file). */
+    shutdown (idlest->fd, SHUT_RDWR);
+    pthread_mutex_unlock (&c->lock);
+    pthread_join (idlest->thread, NULL);
+    pthread_mutex_lock (&c->lock);
+    close (idlest->fd);
+    idlest->fd = -1;
+    idlest->done = false;
+    cl = idlest;
+  }
   if (cl) {
     cl->fd = fd;
     cl->done = false;
+    cl->active = now_s ();
     if (pthread_create (&cl->thread, NULL, client_main, cl) != 0) {
       cl->fd = -1;
       cl = NULL;
