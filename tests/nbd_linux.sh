@@ -69,8 +69,13 @@ echo "crash under ext4: fsck clean, $(wc -l < "$tmp/sums") files match"
 head -c 8M /dev/urandom > "$tmp/fs/hot"
 head -c 160M /dev/urandom > "$tmp/fs/flood"
 sync
-expect_status 0 "$hc" advise --socket "$ctl" --file "$tmp/fs/hot" metadata
+expect_status 0 "$hc" advise --socket "$ctl" --mount "$tmp/fs" --file "$tmp/fs/hot" metadata
 contains "$out" "-> metadata" "advise --file summary"
+# A file elsewhere is refused: its extents are offsets on another device.
+expect_status 1 "$hc" advise --socket "$ctl" --mount "$tmp/fs" --file "$0" background+dontneed
+contains "$err" "is not on the file system mounted at" "a file off the volume is refused"
+expect_status 2 "$hc" advise --socket "$ctl" --file "$tmp/fs/hot" metadata
+contains "$err" "--file needs --mount" "--mount is required with --file"
 echo "$out"
 # Read the hot file through the volume, then flood the cache with random
 # reads of a file much larger than the fast tier.  O_DIRECT skips ext4's page
@@ -101,7 +106,7 @@ flood=$(echo "$out" | python3 -c 'import json,sys; c=json.load(sys.stdin)["class
 echo "advised blocks cached: $before before a flood of $flood random misses, $after after"
 [ "$after" -ge $((before * 9 / 10)) ] || fail "advised blocks evicted by the flood: $before -> $after"
 # Withdrawn, the hint no longer classifies new reads of the file.
-expect_status 0 "$hc" advise --socket "$ctl" --file "$tmp/fs/hot" --withdraw
+expect_status 0 "$hc" advise --socket "$ctl" --mount "$tmp/fs" --file "$tmp/fs/hot" --withdraw
 umount "$tmp/fs"
 detach
 stop_server a

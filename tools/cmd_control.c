@@ -69,7 +69,7 @@ errno_name (int err)
  */
 static const char advise_usage[] =
   "Usage: hintcache advise --socket SOCKET --range OFF:LEN [--range OFF:LEN …] HINT\n"
-  "       hintcache advise --socket SOCKET --file PATH [PATH …] [--device-offset N] HINT\n"
+  "       hintcache advise --socket SOCKET --mount DIR --file PATH [PATH …] [--device-offset N] HINT\n"
   "       hintcache advise --socket SOCKET (--range OFF:LEN | --file PATH) … --withdraw\n"
   "\n"
   "Stores a range hint on a running volume for byte ranges of it, or for the blocks that\n"
@@ -81,11 +81,14 @@ static const char advise_usage[] =
   "                       --file every operand before HINT is a file too, so that\n"
   "                       'advise --socket S --file /mnt/db/pg_wal/* journal' works\n"
   "  --device-offset N    where the file system starts on the volume (default 0)\n"
+  "  --mount DIR          where the file system on the volume is mounted (required with\n"
+  "                       --file): a file on any other file system is refused, as its\n"
+  "                       extents are offsets on another device\n"
   "  --withdraw           withdraw the hints of those ranges or files instead (no HINT)\n"
   "HINT: a class and/or an advice (metadata, journal, willneed, background+dontneed …).\n"
   "Prints one line per file: 'PATH: N extents, BYTES bytes -> HINT'.\n";
 
-enum { OPT_SOCKET = 400, OPT_RANGE, OPT_FILE, OPT_DEVOFF, OPT_WITHDRAW };
+enum { OPT_SOCKET = 400, OPT_RANGE, OPT_FILE, OPT_DEVOFF, OPT_WITHDRAW, OPT_MOUNT };
 
 static const struct option advise_opts[] = {
   { "help", no_argument, NULL, 'h' },
@@ -93,6 +96,7 @@ static const struct option advise_opts[] = {
   { "range", required_argument, NULL, OPT_RANGE },
   { "file", required_argument, NULL, OPT_FILE },
   { "device-offset", required_argument, NULL, OPT_DEVOFF },
+  { "mount", required_argument, NULL, OPT_MOUNT },
   { "withdraw", no_argument, NULL, OPT_WITHDRAW },
   { NULL, 0, NULL, 0 },
 };
@@ -177,6 +181,7 @@ cmd_advise (int argc, char **argv)
   const char **files = NULL;
   size_t nranges = 0, nfiles = 0;
   uint64_t devoff = 0;
+  const char *mount = NULL;
   bool withdraw = false, devoff_given = false;
   int ch, status = EXIT_USAGE;
 
@@ -222,6 +227,7 @@ cmd_advise (int argc, char **argv)
       devoff_given = true;
       break;
     case OPT_WITHDRAW: withdraw = true; break;
+    case OPT_MOUNT: mount = optarg; break;
     default:
       cli_usage (cmd, "bad option; see 'hintcache %s --help'", cmd);
       goto out;
@@ -255,6 +261,30 @@ cmd_advise (int argc, char **argv)
   if (devoff_given && nfiles == 0) {
     cli_usage (cmd, "--device-offset applies to --file only");
     goto out;
+  }
+  /* Files must be on the volume's file system: FIEMAP gives offsets on
+   * whatever device holds the file, and hinting those offsets on the
+   * volume would re-class blocks of something else entirely. */
+  if (nfiles) {
+    struct stat ms, fs;
+    if (!mount) {
+      cli_usage (cmd, "--file needs --mount DIR: the mount point of the file system on the volume");
+      goto out;
+    }
+    if (stat (mount, &ms) < 0) {
+      cli_usage (cmd, "--mount %s: %s", mount, strerror (errno));
+      goto out;
+    }
+    if (!S_ISDIR (ms.st_mode)) {
+      cli_usage (cmd, "--mount %s: not a directory", mount);
+      goto out;
+    }
+    for (size_t i = 0; i < nfiles; i++)
+      if (stat (files[i], &fs) == 0 && fs.st_dev != ms.st_dev) {
+        status = cli_fail (cmd, "%s is not on the file system mounted at %s (the volume's); "
+                           "nothing was hinted", files[i], mount);
+        goto out;
+      }
   }
 
   /* Check the hint here for a clear message, and send it as one word. */
