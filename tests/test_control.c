@@ -1013,7 +1013,7 @@ test_tool (void)
   /* advise --file: the extents FIEMAP reports are hinted. */
   if (fiemap) {
     char hint[64];
-    rc = run_tool (out, sizeof out, "advise --socket %s --file %s metadata --device-offset 0", sock, f1);
+    rc = run_tool (out, sizeof out, "advise --socket %s --mount /tmp --file %s metadata --device-offset 0", sock, f1);
     CHECK (rc == 0, "advise --file: %d '%s'", rc, out);
     char want[256];
     snprintf (want, sizeof want, "%s: ", f1);
@@ -1024,26 +1024,35 @@ test_tool (void)
     CHECK (rc == 0 && strcmp (out, "ok metadata\n") == 0, "%s: '%s'", hint, out);
     CHECK (hc_volume_range_hint (x.v, end1 - 1).cls == HC_CLASS_METADATA, "the last extent too");
     /* Several files as operands (a shell glob), with --file once. */
-    rc = run_tool (out, sizeof out, "advise --socket %s --file %s %s journal", sock, f1, f2);
+    rc = run_tool (out, sizeof out, "advise --socket %s --mount /tmp --file %s %s journal", sock, f1, f2);
     CHECK (rc == 0 && strstr (out, "file1: ") && strstr (out, "file2: "), "two files: '%s'", out);
     CHECK (hc_volume_range_hint (x.v, phys1).cls == HC_CLASS_JOURNAL
            && hc_volume_range_hint (x.v, phys2).cls == HC_CLASS_JOURNAL, "both journal");
     /* --withdraw clears them. */
-    rc = run_tool (out, sizeof out, "advise --socket %s --file %s --file %s --withdraw", sock, f1, f2);
+    rc = run_tool (out, sizeof out, "advise --socket %s --mount /tmp --file %s --file %s --withdraw", sock, f1, f2);
     CHECK (rc == 0 && strstr (out, "-> withdrawn"), "withdraw files: %d '%s'", rc, out);
     snprintf (hint, sizeof hint, "hint %" PRIu64, phys1);
     rc = run_tool (out, sizeof out, "control --socket %s '%s'", sock, hint);
     CHECK (rc == 0 && strcmp (out, "ok unclassified\n") == 0, "withdrawn: '%s'", out);
     CHECK (hc_volume_range_hint (x.v, phys2).cls == 0, "file2 withdrawn");
     /* A device offset shifts the ranges. */
-    rc = run_tool (out, sizeof out, "advise --socket %s --file %s --device-offset 1M data", sock, f2);
+    rc = run_tool (out, sizeof out, "advise --socket %s --mount /tmp --file %s --device-offset 1M data", sock, f2);
     CHECK (rc == 0 && hc_volume_range_hint (x.v, phys2 + (1 << 20)).cls == HC_CLASS_DATA,
            "device offset: %d '%s'", rc, out);
     /* Files that are not there, or not regular. */
-    rc = run_tool (out, sizeof out, "advise --socket %s --file %s/none journal", sock, tmpdir);
+    rc = run_tool (out, sizeof out, "advise --socket %s --mount /tmp --file %s/none journal", sock, tmpdir);
     CHECK (rc == 1 && strstr (out, "No such file"), "missing file: %d '%s'", rc, out);
-    rc = run_tool (out, sizeof out, "advise --socket %s --file %s journal", sock, tmpdir);
+    rc = run_tool (out, sizeof out, "advise --socket %s --mount /tmp --file %s journal", sock, tmpdir);
     CHECK (rc == 1 && strstr (out, "not a regular file"), "directory: %d '%s'", rc, out);
+    /* A file on another file system than the volume's is refused, and
+     * nothing is hinted. */
+    rc = run_tool (out, sizeof out, "advise --socket %s --mount /proc --file %s background", sock,
+                   f1);
+    CHECK (rc == 1 && strstr (out, "is not on the file system mounted at /proc"),
+           "another file system: %d '%s'", rc, out);
+    CHECK (hc_volume_range_hint (x.v, phys1).cls != HC_CLASS_BACKGROUND, "nothing hinted");
+    rc = run_tool (out, sizeof out, "advise --socket %s --file %s journal", sock, f1);
+    CHECK (rc == 2 && strstr (out, "--file needs --mount"), "--mount required: %d '%s'", rc, out);
   }
 
   hc_control_stop (srv);

@@ -762,6 +762,43 @@ test_server_gone (void)
   hc_tier_close (t);
 }
 
+/* A server that stops answering: each call ends at the deadline with
+ * -ETIMEDOUT, its connection is abandoned, and once none is left, calls
+ * fail at once; closing does not wait for the server. */
+static void
+test_timeout (void)
+{
+  static const char *const args[] = { "--filter=delay", "memory", "8M", "rdelay=20", NULL };
+  struct server *s = start_server ("stalled", false, args);
+  unsigned char buf[4096] = { 1 };
+  struct timespec t0, t1;
+  hc_tier *t;
+
+  if (!s || !(t = open_nbd (s, 0))) {
+    CHECK (false, "server for timeout");
+    stop_server (s);
+    return;
+  }
+  CHECK_EQ (hc_tier_nbd_set_timeout (t, 0), -EINVAL, "a zero deadline");
+  CHECK_EQ (hc_tier_nbd_set_timeout (t, 300), 0, "set the deadline");
+  CHECK_EQ (hc_tier_write (t, buf, sizeof buf, 0, 0), 0, "writes are not delayed");
+  clock_gettime (CLOCK_MONOTONIC, &t0);
+  int rc = 0;
+  for (int i = 0; i < 6; i++) /* one per connection (at most four), and more */
+    rc = hc_tier_read (t, buf, sizeof buf, 0);
+  clock_gettime (CLOCK_MONOTONIC, &t1);
+  double s_taken = (double) (t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9;
+  CHECK_EQ (rc, -ETIMEDOUT, "a stalled read times out");
+  CHECK (s_taken < 10, "each call ends at its deadline (%.1f s for six reads)", s_taken);
+  CHECK_EQ (hc_tier_write (t, buf, sizeof buf, 0, 0), -ETIMEDOUT,
+            "with every connection abandoned, calls fail at once");
+  clock_gettime (CLOCK_MONOTONIC, &t0);
+  hc_tier_close (t);
+  clock_gettime (CLOCK_MONOTONIC, &t1);
+  CHECK (t1.tv_sec - t0.tv_sec < 5, "close does not wait for the server");
+  stop_server (s);
+}
+
 /* Refusals, and hc_tier_open on paths. */
 static void
 test_errors (void)
@@ -947,6 +984,7 @@ main (void)
   test_limits ();
   test_readonly ();
   test_server_gone ();
+  test_timeout ();
   test_concurrency ();
   test_volume ();
   return test_exit ("test_tier_nbd");

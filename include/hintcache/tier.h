@@ -136,6 +136,12 @@ int hc_tier_new_memory (uint64_t size, hc_tier **out);
  * failed connection, with `why` saying what failed. */
 int hc_tier_open_nbd (const char *uri, unsigned flags, hc_tier **out, char *why, size_t whylen);
 
+/* Sets the deadline of each command of an NBD tier (default 30 s): a call
+ * whose reply is later fails with -ETIMEDOUT, and its connection is
+ * abandoned (the others go on; with none left, calls fail at once).
+ * Returns 0, or -EINVAL if t is not an NBD tier or ms is 0. */
+int hc_tier_nbd_set_timeout (hc_tier *t, unsigned ms);
+
 /* Opens what `spec` names: an NBD URI (nbd://, nbd+unix://, nbds://, …) as
  * with hc_tier_open_nbd, anything else as a file or block device as with
  * hc_tier_open_file.  Returns 0 or a negative errno, with `why` saying what

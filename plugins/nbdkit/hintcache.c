@@ -2,7 +2,7 @@
  *
  *   nbdkit hintcache fast=FAST [slow=SLOW] [mode=M] [format=true|force|discard]
  *                    [policy=P] [block-size=N] [control=SOCKET] [classes=FILE]
- *                    [seq-cutoff=SIZE] [direct=true]
+ *                    [seq-cutoff=SIZE] [direct=true] [slow-timeout=SECONDS]
  *
  * The volume's two tiers are FAST (a file or block device: the flash) and
  * SLOW (a file, a block device, or an NBD URI such as
@@ -55,6 +55,7 @@ static struct {
   enum hc_mode mode;
   uint32_t block_size;
   uint64_t seq_cutoff;
+  unsigned slow_timeout;  /* seconds, for an NBD slow tier; 0: the tier's default */
 } cfg;
 
 static hc_tier *fast_tier, *slow_tier;
@@ -148,6 +149,15 @@ hc_config (const char *key, const char *value)
       cfg.seq_cutoff = n ? (uint64_t) n : UINT64_MAX;
     return 0;
   }
+  if (strcmp (key, "slow-timeout") == 0) {
+    unsigned t;
+    if (nbdkit_parse_unsigned ("slow-timeout", value, &t) < 0 || t == 0 || t > 86400) {
+      nbdkit_error ("slow-timeout=%s: seconds, 1 to 86400", value);
+      return -1;
+    }
+    cfg.slow_timeout = t;
+    return 0;
+  }
   nbdkit_error ("unknown parameter '%s' (see nbdkit hintcache --help)", key);
   return -1;
 }
@@ -178,6 +188,7 @@ hc_config_complete (void)
   "control=SOCKET      serve the control socket (range hints, stats) at SOCKET\n"       \
   "classes=FILE        class attributes (CLASS.ATTRIBUTE = VALUE lines)\n"              \
   "seq-cutoff=SIZE     sequential run length before bypass (default 4M, 0 = never)\n"   \
+  "slow-timeout=SECONDS  an NBD slow tier's deadline per request (default 30)\n"        \
   "direct=true         open the fast tier with O_DIRECT\n"                              \
   "Export names are hints for every request of a connection: a class\n"                \
   "(unclassified, metadata, journal, transaction, data, paging, streaming,\n"           \
@@ -219,6 +230,10 @@ hc_get_ready (void)
   }
   if ((rc = hc_tier_open (slow, HC_TIER_CLAIM, &slow_tier, why, sizeof why)) < 0) {
     nbdkit_error ("slow tier: %s", why);
+    return -1;
+  }
+  if (cfg.slow_timeout && hc_tier_nbd_set_timeout (slow_tier, cfg.slow_timeout * 1000u) < 0) {
+    nbdkit_error ("slow-timeout= applies to an NBD slow tier (%s is not one)", slow);
     return -1;
   }
   rc = -EEXIST;

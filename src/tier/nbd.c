@@ -7,9 +7,9 @@
  * tier is read-only when asked to be or when the server says so, and then
  * every write, zero and discard returns -EROFS before reaching the server.
  *
- * Threads.  A libnbd handle is thread-safe, but each synchronous call holds
- * the handle's lock until its reply arrives, so one connection serialises
- * every caller.  When the server advertises multi-conn (all its connections
+ * Threads.  Each connection serves one request at a time (its mutex held
+ * from the first command to the last reply), as libnbd's synchronous calls
+ * would: one connection serialises every caller.  When the server advertises multi-conn (all its connections
  * see one consistent view, and a flush on any covers writes completed on
  * all), up to four connections are opened and requests are dealt out round
  * robin by an atomic counter.  The extra connections are best effort: one
@@ -39,15 +39,27 @@
  * does the tier claim HC_CAP_DISCARD.  Otherwise the ops table leaves both
  * NULL and the door writes zeros.
  *
+ * Deadlines.  A server that stops answering must not hang the volume (a
+ * remote disk behind a dead network, say).  So every command is issued
+ * asynchronously and its reply waited for with nbd_poll until a deadline
+ * (30 s by default, hc_tier_nbd_set_timeout): past it, the call fails with
+ * -ETIMEDOUT and the connection is abandoned for good — no call touches its
+ * handle again until the tier closes, since a late reply would otherwise
+ * be read into a buffer its caller has since freed.  Requests then go to
+ * the remaining connections; with none left, every call fails at once.
+ *
  * Errors are libnbd's errno (nbd_get_errno, thread-local), or -EIO when it
  * has none; at open, nbd_get_error's text goes into `why`.
  */
 #include <errno.h>
+#include <limits.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <libnbd.h>
 
@@ -60,10 +72,20 @@
 /* The largest zero sent in one request. */
 #define MAX_ZERO ((uint64_t) 1 << 30)
 
+/* The default deadline of a command. */
+#define DEFAULT_TIMEOUT_MS 30000u
+
+struct conn {
+  struct nbd_handle *h;
+  pthread_mutex_t mu;  /* one request at a time */
+  bool dead;           /* a command timed out: never touched again (under mu) */
+};
+
 struct nbd_tier {
   hc_tier base;
-  struct nbd_handle *h[MAX_CONNS];
+  struct conn c[MAX_CONNS];
   unsigned nconns;
+  _Atomic unsigned timeout_ms;
   atomic_uint next; /* round-robin counter over h[] */
   bool readonly;
   bool can_fua;
@@ -93,13 +115,56 @@ failure (void)
   return e > 0 ? -e : -EIO;
 }
 
-/* The connection for the next request. */
-static struct nbd_handle *
-pick (struct nbd_tier *n)
+static uint64_t
+now_ms (void)
+{
+  struct timespec ts;
+  clock_gettime (CLOCK_MONOTONIC, &ts);
+  return (uint64_t) ts.tv_sec * 1000u + (uint64_t) ts.tv_nsec / 1000000u;
+}
+
+/* Takes the connection for the next request (locked), skipping abandoned
+ * ones; NULL when every one is. */
+static struct conn *
+take (struct nbd_tier *n)
 {
   unsigned i = atomic_fetch_add_explicit (&n->next, 1, memory_order_relaxed);
 
-  return n->h[i % n->nconns];
+  for (unsigned k = 0; k < n->nconns; k++) {
+    struct conn *c = &n->c[(i + k) % n->nconns];
+    pthread_mutex_lock (&c->mu);
+    if (!c->dead)
+      return c;
+    pthread_mutex_unlock (&c->mu);
+  }
+  return NULL;
+}
+
+/* Waits for the command `cookie` (as an aio call returned it) on c, whose
+ * mutex is held, until it completes or the deadline passes.  Returns 0, the
+ * command's error, or -ETIMEDOUT (and c is abandoned). */
+static int
+wait_cmd (struct nbd_tier *n, struct conn *c, int64_t cookie)
+{
+  uint64_t deadline = now_ms () + atomic_load (&n->timeout_ms);
+
+  if (cookie < 0)
+    return failure ();
+  for (;;) {
+    int r = nbd_aio_command_completed (c->h, (uint64_t) cookie);
+    if (r == 1)
+      return 0;
+    if (r < 0)
+      return failure ();
+    uint64_t now = now_ms ();
+    if (now >= deadline) {
+      c->dead = true;
+      return -ETIMEDOUT;
+    }
+    uint64_t left = deadline - now;
+    if (nbd_poll (c->h, left > INT_MAX ? INT_MAX : (int) left) < 0)
+      return failure ();
+  }
 }
 
 /* Reads, split at max_io. */
@@ -107,18 +172,21 @@ static int
 remote_read (hc_tier *t, void *buf, size_t len, uint64_t off)
 {
   struct nbd_tier *n = (struct nbd_tier *) t;
-  struct nbd_handle *h = pick (n);
+  struct conn *c = take (n);
   unsigned char *p = buf;
+  int rc = 0;
 
-  while (len) {
+  if (!c)
+    return -ETIMEDOUT;
+  while (len && rc == 0) {
     size_t k = len < n->max_io ? len : n->max_io;
-    if (nbd_pread (h, p, k, off, 0) < 0)
-      return failure ();
+    rc = wait_cmd (n, c, nbd_aio_pread (c->h, p, k, off, NBD_NULL_COMPLETION, 0));
     p += k;
     off += k;
     len -= k;
   }
-  return 0;
+  pthread_mutex_unlock (&c->mu);
+  return rc;
 }
 
 /* Writes, split at max_io; with HC_TIER_FUA every piece carries NBD's FUA
@@ -127,27 +195,32 @@ static int
 remote_write (hc_tier *t, const void *buf, size_t len, uint64_t off, unsigned flags)
 {
   struct nbd_tier *n = (struct nbd_tier *) t;
-  struct nbd_handle *h = pick (n);
   const unsigned char *p = buf;
   bool fua = flags & HC_TIER_FUA;
   uint32_t cmd = fua && n->can_fua ? LIBNBD_CMD_FLAG_FUA : 0;
+  int rc = 0;
 
   if (n->readonly)
     return -EROFS;
-  while (len) {
+  struct conn *c = take (n);
+  if (!c)
+    return -ETIMEDOUT;
+  while (len && rc == 0) {
     size_t k = len < n->max_io ? len : n->max_io;
-    if (nbd_pwrite (h, p, k, off, cmd) < 0)
-      return failure ();
+    rc = wait_cmd (n, c, nbd_aio_pwrite (c->h, p, k, off, NBD_NULL_COMPLETION, cmd));
     p += k;
     off += k;
     len -= k;
   }
-  if (fua && !n->can_fua && n->can_flush && nbd_flush (h, 0) < 0)
-    return failure ();
-  return 0;
+  if (rc == 0 && fua && !n->can_fua && n->can_flush)
+    rc = wait_cmd (n, c, nbd_aio_flush (c->h, NBD_NULL_COMPLETION, 0));
+  pthread_mutex_unlock (&c->mu);
+  return rc;
 }
 
-/* Flushes every connection; returns the first error after trying all. */
+/* Flushes every connection; returns the first error after trying all.
+ * An abandoned connection makes the flush fail: what it wrote is not
+ * known to be durable. */
 static int
 remote_flush (hc_tier *t)
 {
@@ -156,9 +229,14 @@ remote_flush (hc_tier *t)
 
   if (!n->can_flush)
     return 0;
-  for (unsigned i = 0; i < n->nconns; i++)
-    if (nbd_flush (n->h[i], 0) < 0 && rc == 0)
-      rc = failure ();
+  for (unsigned i = 0; i < n->nconns; i++) {
+    struct conn *c = &n->c[i];
+    pthread_mutex_lock (&c->mu);
+    int r = c->dead ? -ETIMEDOUT : wait_cmd (n, c, nbd_aio_flush (c->h, NBD_NULL_COMPLETION, 0));
+    pthread_mutex_unlock (&c->mu);
+    if (r < 0 && rc == 0)
+      rc = r;
+  }
   return rc;
 }
 
@@ -168,31 +246,46 @@ static int
 remote_zero (hc_tier *t, uint64_t off, uint64_t len)
 {
   struct nbd_tier *n = (struct nbd_tier *) t;
-  struct nbd_handle *h = pick (n);
+  int rc = 0;
 
   if (n->readonly)
     return -EROFS;
-  while (len) {
+  struct conn *c = take (n);
+  if (!c)
+    return -ETIMEDOUT;
+  while (len && rc == 0) {
     uint64_t k = len < MAX_ZERO ? len : MAX_ZERO;
-    if (nbd_zero (h, k, off, 0) < 0)
-      return failure ();
+    rc = wait_cmd (n, c, nbd_aio_zero (c->h, k, off, NBD_NULL_COMPLETION, 0));
     off += k;
     len -= k;
   }
-  return 0;
+  pthread_mutex_unlock (&c->mu);
+  return rc;
 }
 
-/* Closes every connection and frees the tier. */
+/* Closes every connection and frees the tier.  An abandoned one is closed
+ * without a word to the server (its replies are not read). */
 static void
 remote_close (hc_tier *t)
 {
   struct nbd_tier *n = (struct nbd_tier *) t;
 
   for (unsigned i = 0; i < n->nconns; i++) {
-    nbd_shutdown (n->h[i], 0);
-    nbd_close (n->h[i]);
+    if (!n->c[i].dead)
+      nbd_shutdown (n->c[i].h, 0);
+    nbd_close (n->c[i].h);
+    pthread_mutex_destroy (&n->c[i].mu);
   }
   free (n);
+}
+
+int
+hc_tier_nbd_set_timeout (hc_tier *t, unsigned ms)
+{
+  if (!t || t->ops->close != remote_close || ms == 0)
+    return -EINVAL;
+  atomic_store (&((struct nbd_tier *) t)->timeout_ms, ms);
+  return 0;
 }
 
 /* For a server that can write zeros. */
@@ -263,7 +356,7 @@ static int
 probe (struct nbd_tier *n, const char *uri, uint64_t *size, unsigned *caps, bool *can_zero,
        char *why, size_t whylen)
 {
-  struct nbd_handle *h = n->h[0];
+  struct nbd_handle *h = n->c[0].h;
   int64_t sz = nbd_get_size (h), min, max;
   int ro, fua, flush, zero, rot;
 
@@ -305,20 +398,21 @@ probe (struct nbd_tier *n, const char *uri, uint64_t *size, unsigned *caps, bool
 static void
 add_connections (struct nbd_tier *n, const char *uri)
 {
-  int64_t size = nbd_get_size (n->h[0]);
+  int64_t size = nbd_get_size (n->c[0].h);
 
-  if (nbd_can_multi_conn (n->h[0]) != 1)
+  if (nbd_can_multi_conn (n->c[0].h) != 1)
     return;
   while (n->nconns < MAX_CONNS) {
     struct nbd_handle *h;
     if (connect_one (uri, &h, NULL, 0) < 0)
       return;
-    if (nbd_get_size (h) != size || nbd_is_read_only (h) != nbd_is_read_only (n->h[0])) {
+    if (nbd_get_size (h) != size || nbd_is_read_only (h) != nbd_is_read_only (n->c[0].h)) {
       nbd_shutdown (h, 0);
       nbd_close (h);
       return;
     }
-    n->h[n->nconns++] = h;
+    pthread_mutex_init (&n->c[n->nconns].mu, NULL);
+    n->c[n->nconns++].h = h;
   }
 }
 
@@ -348,11 +442,13 @@ hc_tier_open_nbd (const char *uri, unsigned flags, hc_tier **out, char *why, siz
     return -ENOMEM;
   }
   n->readonly = flags & HC_TIER_READONLY;
-  rc = connect_one (uri, &n->h[0], why, whylen);
+  atomic_init (&n->timeout_ms, DEFAULT_TIMEOUT_MS);
+  rc = connect_one (uri, &n->c[0].h, why, whylen);
   if (rc < 0) {
     free (n);
     return rc;
   }
+  pthread_mutex_init (&n->c[0].mu, NULL);
   n->nconns = 1;
   rc = probe (n, uri, &size, &caps, &can_zero, why, whylen);
   if (rc < 0) {
