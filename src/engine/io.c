@@ -114,7 +114,6 @@ fast_ok (hc_volume *v)
     atomic_store (&v->degraded, 0);
 }
 
-
 /* Maps free block c to a->origin unless the origin is mapped already
  * (caller holds lock); in that case c goes back to the free list.  Read
  * misses fill under the stripe held shared, so two readers of one block
