@@ -27,9 +27,9 @@
  * round count) is up, so each thread's sequence of operations depends only
  * on the seed; the time decides how much of it runs (a thread out of time
  * skips the rest of its round).  An operation that takes longer than the
- * stall limit is a failure ("stall"); a run in which no operation ends for
- * 30 s plus four stall limits is reported by a watchdog, with the operation
- * each thread is stuck in, and ends there.
+ * stall limit is a failure ("stall"); when nothing ends for 30 s plus four
+ * stall limits (no operation, nor a step of the checks below), a watchdog
+ * says where each thread (or the main thread) is stuck and ends the test.
  *
  * Afterwards the whole volume is read and checked exactly, closed,
  * reopened and checked again, closed, and hc_volume_check must find it
@@ -553,6 +553,53 @@ verify_all (hc_volume *v, const char *what)
   return t->fails[K_OWN] + t->fails[K_FOREIGN] - before;
 }
 
+/* What the main thread is doing after the workers (NULL: waiting for
+ * them), for the watchdog. */
+static _Atomic (const char *) phase;
+
+/* Marks the end of one of the main thread's steps and names the next. */
+static void
+step (const char *next)
+{
+  atomic_store (&phase, next);
+  atomic_fetch_add (&progress, 1);
+}
+
+/* The watchdog: a run in which no operation (nor a step of the checks
+ * after it) has ended for a long while is stuck.  It says where, and ends
+ * the process: the volume cannot be closed under threads stuck in it. */
+static void *
+watchdog_main (void *arg)
+{
+  const double hang_s = 30 + 4 * stall_s;
+  unsigned long seen = atomic_load (&progress);
+  double seen_at = test_now ();
+
+  (void) arg;
+  for (;;) {
+    usleep (50000);
+    if (atomic_load (&progress) != seen) {
+      seen = atomic_load (&progress);
+      seen_at = test_now ();
+      continue;
+    }
+    if (test_now () - seen_at <= hang_s)
+      continue;
+    const char *what = atomic_load (&phase);
+    fprintf (stderr, "test_volume_threads: check failed: stall: nothing has ended for %.0f s, "
+             "%s%s:\n", hang_s, what ? "the main thread " : "", what ? what : "in the run");
+    for (unsigned i = 0; i < nthreads; i++) {
+      int op = atomic_load (&th[i].op_now);
+      double in = (double) (now_ns () - atomic_load (&th[i].op_since_ns)) / 1e9;
+      if (atomic_load (&finished) < nthreads)
+        fprintf (stderr, "  thread %u: %s for %.1f s\n", i, op_names[op], in);
+    }
+    fflush (stderr);
+    _exit (1);
+  }
+  return NULL;
+}
+
 /* Prints the notes of verify_all's failures (kept in thread 0's slots). */
 static void
 print_notes (const struct thread *t)
@@ -640,36 +687,17 @@ main (int argc, char **argv)
       return 1;
     }
   }
+  pthread_t watchdog;
   for (unsigned i = 0; i < nthreads; i++)
     if (pthread_create (&th[i].tid, NULL, worker_main, &th[i]) != 0) {
       fprintf (stderr, "test_volume_threads: pthread_create failed\n");
       return 1;
     }
-
-  /* The watchdog: a run in which no operation has ended for a long while
-   * is stuck; say where, and give up (the volume cannot be closed under its
-   * threads). */
-  const double hang_s = 30 + 4 * stall_s;
-  unsigned long seen = 0;
-  double seen_at = test_now ();
-  for (;;) {
-    if (atomic_load (&finished) == nthreads)
-      break;
-    if (atomic_load (&progress) != seen) {
-      seen = atomic_load (&progress);
-      seen_at = test_now ();
-    } else if (test_now () - seen_at > hang_s) {
-      fprintf (stderr, "test_volume_threads: check failed: stall: no operation has ended for "
-               "%.0f s:\n", hang_s);
-      for (unsigned i = 0; i < nthreads; i++) {
-        int op = atomic_load (&th[i].op_now);
-        double in = (double) (now_ns () - atomic_load (&th[i].op_since_ns)) / 1e9;
-        fprintf (stderr, "  thread %u: %s for %.1f s\n", i, op_names[op], in);
-      }
-      return 1;
-    }
-    usleep (50000);
+  if (pthread_create (&watchdog, NULL, watchdog_main, NULL) != 0) {
+    fprintf (stderr, "test_volume_threads: pthread_create failed\n");
+    return 1;
   }
+
   for (unsigned i = 0; i < nthreads; i++)
     pthread_join (th[i].tid, NULL);
   double ran = test_now () - t_start;
@@ -698,6 +726,8 @@ main (int argc, char **argv)
   }
 
   /* Everything, with every thread stopped: each sector exactly. */
+  fflush (stdout);
+  step ("reading the whole volume");
   memset (th[0].fails, 0, sizeof th[0].fails);
   memset (th[0].notes, 0, sizeof th[0].notes);
   unsigned long bad = verify_all (vol, "after the threads");
@@ -705,24 +735,30 @@ main (int argc, char **argv)
   print_notes (&th[0]);
   for (unsigned i = 0; i < nthreads; i++)
     hc_stream_free (th[i].stream);
+  step ("closing the volume");
   rc = hc_volume_close (vol);
   CHECK (rc == 0, "close: %s", strerror (-rc));
 
   /* Reopened: the same data. */
   oo.no_cleaner = true;
+  step ("reopening the volume");
   rc = hc_volume_open (fast, slow, &oo, &vol, why, sizeof why);
   CHECK (rc == 0, "reopen: %s", why);
   if (rc == 0) {
     memset (th[0].fails, 0, sizeof th[0].fails);
     memset (th[0].notes, 0, sizeof th[0].notes);
+    step ("reading the reopened volume");
     bad = verify_all (vol, "reopened");
     CHECK (bad == 0, "reopened: %lu sectors differ from their last write", bad);
     print_notes (&th[0]);
+    step ("closing the reopened volume");
     rc = hc_volume_close (vol);
     CHECK (rc == 0, "close after reopening: %s", strerror (-rc));
   }
+  step ("checking the volume");
   rc = hc_volume_check (fast, slow, why, sizeof why);
   CHECK (rc == 0, "hc_volume_check: %s", why);
+  step ("finishing");
 
   for (unsigned i = 0; i < nthreads; i++) {
     free (th[i].model);
