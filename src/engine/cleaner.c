@@ -167,6 +167,7 @@ cleaner_main (void *arg)
     bool idle = now - v->last_io_ns > 200 * 1000000ull;
     bool waiters = v->space_waiters > 0;
     bool prefetch = v->nprefetch > 0;
+    const uint32_t free_before = v->dir.map.free.count;
     bool reserve_low = v->dir.map.free.count + v->dir.map.pending.count < reserve
                        && v->dir.map.mapped > 0;
     bool commit_due = (v->jrec || v->fast_dirty)
@@ -200,8 +201,7 @@ cleaner_main (void *arg)
       }
       last_round = now;
       if (reserve_low) {
-        uint32_t before = v->dir.map.free.count;
-        worked |= hc_vol_reclaim (v, reserve) > before;
+        worked |= hc_vol_reclaim (v, reserve) > free_before;
         last_commit = hc_now_ns ();
       }
       if (commit_due) {

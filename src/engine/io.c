@@ -358,6 +358,9 @@ read_block (hc_volume *v, uint64_t blk, uint32_t boff, uint32_t blen, uint8_t *d
       v->dir.stats.cls[a.hint.cls].misses[0]++;
       hc_dir_bypass (&v->dir, &a, HC_BYPASS_MODE);
       pthread_mutex_unlock (&v->lock);
+      /* The stripe, shared: a write under way there must not be seen half done. */
+      hc_rdlock (stripe (v, blk));
+      striped = true;
       goto from_slow;
     }
   } else

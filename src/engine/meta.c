@@ -852,15 +852,19 @@ hc_meta_write_sb (hc_volume *v, bool clean)
   int rc = 0;
 
   sb.generation++;
-  sb.mode = v->mode;
+  sb.mode = __atomic_load_n (&v->mode, __ATOMIC_RELAXED);
   sb.flags = clean ? HC_SB_CLEAN : 0;
   hc_sb_encode (&sb, s);
   /* A, then B: a cut between them leaves one old and one new copy, each
    * whole and each naming a checkpoint copy that is intact. */
   for (unsigned k = 0; k < 2 && rc == 0; k++)
     rc = hc_tier_write (v->fast, s, sizeof s, k * HC_FMT_SB_SLOT, HC_TIER_FUA);
-  if (rc == 0)
-    v->sb = sb;
+  if (rc == 0) {
+    /* Only what changes: other threads read the rest without a lock. */
+    v->sb.generation = sb.generation;
+    v->sb.mode = sb.mode;
+    v->sb.flags = sb.flags;
+  }
   return rc;
 }
 
@@ -1029,6 +1033,7 @@ hc_meta_commit (hc_volume *v, bool want_checkpoint)
 {
   uint8_t *recs;
   size_t nrec;
+  bool put_back = false; /* the records went back to the buffer: not ours to free */
   bool slow_dirty, fast_dirty, checkpoint;
   struct ckpt ck = { 0 };
   uint64_t seq, pos;
@@ -1074,6 +1079,7 @@ hc_meta_commit (hc_volume *v, bool want_checkpoint)
     /* Out of memory: put everything back; nothing was written. */
     v->jbuf = recs;
     v->jrec = v->jcap = nrec;
+    put_back = true;
     v->slow_dirty |= slow_dirty;
     v->fast_dirty |= fast_dirty;
     while (v->committing.count)
@@ -1105,12 +1111,18 @@ hc_meta_commit (hc_volume *v, bool want_checkpoint)
     if (rc == 0)
       rc = hc_tier_flush (v->fast);
     if (rc == 0) {
-      struct hc_super keep = v->sb;
+      /* (Field by field: other threads read the fields that never change
+       * without a lock.) */
+      const uint64_t keep_seq = v->sb.replay_seq, keep_pos = v->sb.replay_pos;
+      const uint32_t keep_copy = v->sb.copy;
       v->sb.replay_seq = seq;
       v->sb.replay_pos = pos;
       v->sb.copy = ck.copy;
-      if ((rc = hc_meta_write_sb (v, false)) < 0)
-        v->sb = keep;
+      if ((rc = hc_meta_write_sb (v, false)) < 0) {
+        v->sb.replay_seq = keep_seq;
+        v->sb.replay_pos = keep_pos;
+        v->sb.copy = keep_copy;
+      }
     }
   }
 
@@ -1144,7 +1156,7 @@ hc_meta_commit (hc_volume *v, bool want_checkpoint)
 unlock:
   pthread_mutex_unlock (&v->lock);
   pthread_mutex_unlock (&v->commit_lock);
-  if (recs != v->jbuf)
+  if (!put_back)
     free (recs);
   free_checkpoint (&ck);
   return rc;

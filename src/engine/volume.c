@@ -285,7 +285,7 @@ hc_volume_block_size (const hc_volume *v)
 enum hc_mode
 hc_volume_mode (const hc_volume *v)
 {
-  return v->mode;
+  return __atomic_load_n (&v->mode, __ATOMIC_RELAXED);
 }
 
 int
@@ -320,7 +320,8 @@ hc_volume_set_mode (hc_volume *v, enum hc_mode mode)
   /* Any mode may hold dirty blocks: write-back, and the others when a
    * write-through's slow write failed. */
   bool leaving = mode != HC_MODE_WRITEBACK && mode != old;
-  v->mode = !leaving ? mode : old == HC_MODE_WRITEBACK ? HC_MODE_WRITETHROUGH : old;
+  __atomic_store_n (&v->mode, !leaving ? mode : old == HC_MODE_WRITEBACK ? HC_MODE_WRITETHROUGH : old,
+                   __ATOMIC_RELAXED); /* (stored atomically: read without the lock too) */
   pthread_mutex_unlock (&v->lock);
   if (leaving) {
     for (int attempt = 0; rc == 0; attempt++) {
@@ -330,7 +331,7 @@ hc_volume_set_mode (hc_volume *v, enum hc_mode mode)
       hc_lock (&v->lock);
       bool clean = hc_vol_dirty (v) == 0;
       if (clean)
-        v->mode = mode;
+        __atomic_store_n (&v->mode, mode, __ATOMIC_RELAXED);
       pthread_mutex_unlock (&v->lock);
       hc_vol_unlock_stripes (v);
       if (clean)
@@ -340,7 +341,7 @@ hc_volume_set_mode (hc_volume *v, enum hc_mode mode)
     }
     if (rc < 0) {
       hc_lock (&v->lock);
-      v->mode = old;
+      __atomic_store_n (&v->mode, old, __ATOMIC_RELAXED);
       pthread_mutex_unlock (&v->lock);
       return rc;
     }
@@ -374,7 +375,7 @@ hc_volume_get_info (const hc_volume *v, struct hc_volume_info *out)
   out->volume_size = v->sb.volume_size;
   out->data_off = v->sb.data_off;
   out->journal_sectors = v->sb.journal_sectors;
-  out->mode = v->mode;
+  out->mode = __atomic_load_n (&v->mode, __ATOMIC_RELAXED);
   snprintf (out->policy, sizeof out->policy, "%s", v->dir.policy.ops->name);
   snprintf (out->slow_path, sizeof out->slow_path, "%s", v->sb.slow_path);
   out->was_clean = v->was_clean;
