@@ -229,7 +229,7 @@ rig_down (struct rig *r)
 static unsigned
 run (struct rig *r, const struct op *ops, unsigned n, bool and_close)
 {
-  static uint8_t buf[4 * BS + 8192];
+  static uint8_t buf[24 * BS]; /* the largest op: the checkpoint sweep's 24-block writes */
   for (unsigned i = 0; i < n; i++) {
     const struct op *o = &ops[i];
     struct hc_ioctx ctx = { .hint = o->hint };
