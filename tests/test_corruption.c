@@ -14,6 +14,9 @@
  *     log (a volume not closed), damage in the last commit ends the log
  *     there (a commit cut short by a power cut, on flash that can garble
  *     a sector), and damage followed by a later commit is corruption.
+ *   - Hostile superblock geometry with recomputed checksums (offsets and
+ *     sizes past the tiers, sector counts whose byte size wraps): refused,
+ *     nothing allocated by the bogus size, neither tier changed.
  *   - The slow tier's label: every flip detected.
  * After each flip is undone the volume opens again with its data. */
 #include <errno.h>
@@ -263,6 +266,56 @@ main (void)
     restore_fast ();
   }
   free (crashed);
+
+  /* Hostile geometry behind sound checksums: each region, offset and size
+   * field of both superblocks set to values past the tiers -- some chosen
+   * so that a sector count times 512 wraps to a small number -- and the
+   * checksums recomputed.  Each must be refused without touching a tier
+   * (and without allocating by the bogus size: AddressSanitizer would stop
+   * the test). */
+  static const struct {
+    unsigned off, width;
+  } fields[] = {
+    { SB_FAST_SIZE, 8 }, { SB_LABEL_OFF, 8 }, { SB_VOL_SIZE, 8 }, { SB_NBLOCKS, 4 },
+    { SB_TABLE_OFF, 8 }, { SB_TABLE_SECT, 8 }, { SB_RANGE_OFF, 8 }, { SB_RANGE_SECT, 8 },
+    { SB_JOURNAL_OFF, 8 }, { SB_JOURNAL_SECT, 8 }, { SB_DATA_OFF, 8 }, { SB_STATS_OFF, 8 },
+    { SB_COPY_STRIDE, 8 }, { SB_REPLAY_POS, 8 },
+  };
+  static const uint64_t hostile[] = {
+    UINT64_MAX, UINT64_C (1) << 63, UINT64_C (1) << 55, (UINT64_C (1) << 55) + 8,
+    (UINT64_C (1) << 61) + 1, UINT64_C (1) << 40, 2 * (uint64_t) SLOW,
+  };
+  unsigned geo = 0;
+  save_fast ();
+  for (unsigned f = 0; f < sizeof fields / sizeof fields[0]; f++)
+    for (unsigned h = 0; h < sizeof hostile / sizeof hostile[0]; h++, geo++) {
+      uint64_t val = fields[f].width == 4 ? (uint32_t) (hostile[h] >> 32 | hostile[h]) : hostile[h];
+      for (unsigned slot = 0; slot < 2; slot++) {
+        uint8_t sec[HC_SECTOR_SIZE];
+        hc_tier_read (fast, sec, sizeof sec, slot * HC_FMT_SB_SLOT);
+        if (fields[f].width == 4)
+          hc_put32 (sec + fields[f].off, (uint32_t) val);
+        else
+          hc_put64 (sec + fields[f].off, val);
+        hc_put64 (sec + SB_CSUM, XXH3_64bits (sec, SB_CSUM));
+        hc_tier_write (fast, sec, sizeof sec, slot * HC_FMT_SB_SLOT, 0);
+      }
+      uint64_t hf = tier_hash (fast), hs = tier_hash (slow);
+      int rc = hc_volume_open (fast, slow, &oo, &v, why, sizeof why);
+      if (rc == 0) {
+        hc_volume_close (v);
+        bad++;
+        fprintf (stderr, "superblock field at %u = %#llx: opened\n", fields[f].off,
+                 (unsigned long long) val);
+      } else if (!why[0] || hc_volume_check (fast, slow, why, sizeof why) == 0
+                 || tier_hash (fast) != hf || tier_hash (slow) != hs) {
+        bad++;
+        fprintf (stderr, "superblock field at %u = %#llx: check '%s', or a tier changed\n",
+                 fields[f].off, (unsigned long long) val, why);
+      }
+      restore_fast ();
+    }
+  flips += geo;
 
   /* The slow tier's label. */
   for (unsigned b = 0; b < HC_SECTOR_SIZE; b += 11, flips++)

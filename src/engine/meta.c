@@ -128,11 +128,23 @@ hc_sb_decode (const uint8_t s[HC_FMT_SECTOR], struct hc_super *sb)
 }
 
 /* Checks a decoded superblock's geometry for sanity (a corrupt or hostile
- * one must not make us allocate or read nonsense). */
+ * one must not make us allocate or read nonsense).  Every offset and region
+ * length is first bounded by the fast tier's recorded size (itself bounded
+ * well below 2^64), so that the sums and products below cannot wrap, and
+ * everything the open allocates per sector or per block is at most a small
+ * multiple of a tier that exists (the open checks that the tier is at least
+ * fast_size bytes).  The volume must end before the slow tier's label. */
 static int
 sb_sane (const struct hc_super *sb)
 {
   uint32_t bs = sb->block_size;
+  uint64_t f = sb->fast_size, fs = f / HC_FMT_SECTOR;
+  if (f < 2 * HC_FMT_SB_SLOT || f > (UINT64_C (1) << 60)
+      || sb->table_off > f || sb->range_off > f || sb->stats_off > f || sb->journal_off > f
+      || sb->data_off > f || sb->copy_stride > f || sb->table_sectors > fs
+      || sb->range_sectors > fs || sb->journal_sectors > fs
+      || sb->volume_size > sb->slow_label_off || sb->slow_label_off > (UINT64_C (1) << 62))
+    return -EUCLEAN;
   if (bs < 4096 || bs > 65536 || (bs & (bs - 1)) || sb->nblocks == 0 || sb->nblocks > (1u << 31)
       || sb->mode >= HC_MODE_COUNT || sb->policy >= HC_POLICY_COUNT
       || sb->table_sectors < (sb->nblocks + HC_FMT_TABLE_PER_SECTOR - 1) / HC_FMT_TABLE_PER_SECTOR
