@@ -191,8 +191,8 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
     FUZZ_CHECK (fast_unchanged (), "a failed open changed the fast tier ('%s')", why2);
     return 0;
   }
-  /* Every block of the volume: the open checked that it ends before the
-   * slow tier's label. */
+  /* Every block of the volume: the open checked that it is the slow
+   * tier's size. */
   uint32_t bs = hc_volume_block_size (v);
   uint64_t nblocks = hc_volume_size (v) / bs;
   FUZZ_CHECK (hc_volume_size (v) <= SLOW, "a %llu-byte volume opened on a %u-byte slow tier",

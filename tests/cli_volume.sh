@@ -11,9 +11,19 @@ requires truncate
 f=$tmp/fast.img s=$tmp/slow.img
 truncate -s 32M "$f"
 truncate -s 128M "$s"
+# The slow tier holds data at its very end (a GPT backup header, the end of
+# a filesystem): the volume is all of it, and format writes none of it.
+head -c 4096 /dev/urandom | dd of="$s" bs=4096 seek=$((128 * 256 - 1)) conv=notrunc status=none
+tail_sum=$(tail -c 4096 "$s" | md5sum)
 
 expect_status 0 "$hc" format --fast "$f" --slow "$s" --mode writeback --block-size 8k
 contains "$out" "cache blocks of 8192 bytes" "format summary"
+[ "$(tail -c 4096 "$s" | md5sum)" = "$tail_sum" ] || fail "format wrote into the slow tier"
+[ "$(stat -c %s "$s")" = $((128 << 20)) ] || fail "format changed the slow tier's size"
+expect_status 0 "$hc" info "$f" --json
+[ "$(echo "$out" | jq -r .volume_bytes)" = $((128 << 20)) ] || fail "the volume is the whole slow tier"
+expect_status 0 "$hc" io "$f" read $(((128 << 20) - 4096)) 4096 --out "$tmp/end"
+[ "$(md5sum < "$tmp/end")" = "$tail_sum" ] || fail "the slow tier's last block reads through the volume"
 expect_status 1 "$hc" format --fast "$f" --slow "$s"
 contains "$err" "already holds a hintcache volume" "no accidental reformat"
 expect_status 2 "$hc" format --fast "$f" --slow "$s" --force --block-size 3000
@@ -60,11 +70,17 @@ truncate -s 1M "$tmp/blank"
 expect_status 1 "$hc" info "$tmp/blank"
 contains "$err" "not a hintcache volume" "blank file"
 
-# A different slow tier is refused and nothing changes.
+# A different slow tier is refused and nothing changes: one of the same
+# size with other contents (its first sector, always sampled, differs), one
+# of another size.
+head -c 1M /dev/urandom > "$tmp/other.img"
 truncate -s 128M "$tmp/other.img"
 before=$(md5sum < "$f")
 expect_status 1 "$hc" info "$f" --slow "$tmp/other.img"
-contains "$err" "not the one this cache belongs to" "wrong slow tier"
+contains "$err" "contents differ from when this volume was closed" "wrong slow tier"
+truncate -s 127M "$tmp/other.img"
+expect_status 1 "$hc" info "$f" --slow "$tmp/other.img"
+contains "$err" "is 133169152 bytes, this volume's was 134217728 bytes" "slow tier of another size"
 [ "$(md5sum < "$f")" = "$before" ] || fail "a failed open changed the fast tier"
 
 # Corruption: one byte of the table (of the current checkpoint copy, which

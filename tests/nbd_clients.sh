@@ -173,8 +173,13 @@ else
   echo "SKIP part: nbdcopy is not installed"
 fi
 if command -v qemu-img >/dev/null; then
-  truncate -s "$(nbdinfo --size "$(uri "$sock")")" "$tmp/q.raw"
+  # An image exactly as large as the slow tier fits: the export is all of
+  # it (its last MiB carries data too).
+  [ "$(nbdinfo --size "$(uri "$sock")")" = "$(stat -c %s "$slow")" ] \
+    || fail "the export is $(nbdinfo --size "$(uri "$sock")") bytes, the slow tier $(stat -c %s "$slow")"
+  truncate -s "$(stat -c %s "$slow")" "$tmp/q.raw"
   head -c 48M /dev/urandom | dd of="$tmp/q.raw" bs=1M seek=100 conv=notrunc status=none
+  head -c 1M /dev/urandom | dd of="$tmp/q.raw" bs=1M seek=383 conv=notrunc status=none
   qemu-img convert -n -f raw -O raw "$tmp/q.raw" "$(uri "$sock")" || fail "qemu-img convert"
   qemu-img compare -f raw -F raw "$tmp/q.raw" "$(uri "$sock")" || fail "qemu-img compare"
   printf 'x' | dd of="$tmp/q.raw" bs=1 seek=$((120 << 20)) conv=notrunc status=none

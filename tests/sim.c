@@ -763,7 +763,7 @@ run_seed (uint64_t seed, unsigned phases, unsigned nclients)
   hc_sched = &sim_ops;
 
   hc_tier_new_memory (8192 + 6 * 4096 + (256u << 10) + (uint64_t) cache_blocks * BS, &R.fmem);
-  hc_tier_new_memory ((uint64_t) (M.nblocks + 1) * BS, &R.smem);
+  hc_tier_new_memory ((uint64_t) M.nblocks * BS, &R.smem);
   hc_power_new (seed, &R.pw);
   hc_tier_new_faulty (R.fmem, R.pw, seed + 1, &R.ffault);
   hc_tier_new_faulty (R.smem, R.pw, seed + 2, &R.sfault);

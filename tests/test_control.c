@@ -313,7 +313,7 @@ test_exec (void)
   CHECK (strcmp (ask (v, "unadvise 1M 64K"), "ok") == 0, "unadvise");
   CHECK (strcmp (ask (v, "hint 1M"), "ok unclassified") == 0, "unadvise cleared it");
   CHECK (strcmp (ask (v, "unadvise 0 1T") , "error ERANGE range 0+1099511627776 is outside the "
-                 "volume (8384512 bytes)") == 0, "unadvise past the end: '%s'", ask (v, "unadvise 0 1T"));
+                 "volume (8388608 bytes)") == 0, "unadvise past the end: '%s'", ask (v, "unadvise 0 1T"));
   char want[256];
   snprintf (want, sizeof want, "ok size=%" PRIu64 " block_size=4096 cache_blocks=", size);
   CHECK (starts (ask (v, "info"), want), "info: %s", ask (v, "info"));

@@ -17,7 +17,8 @@
  *   - Hostile superblock geometry with recomputed checksums (offsets and
  *     sizes past the tiers, sector counts whose byte size wraps): refused,
  *     nothing allocated by the bogus size, neither tier changed.
- *   - The slow tier's label: every flip detected.
+ *   - The slow tier's identity after a clean close: a flip in a sampled
+ *     sector (the first, the last) or another size is refused.
  * After each flip is undone the volume opens again with its data. */
 #include <errno.h>
 #include <stdlib.h>
@@ -276,7 +277,7 @@ main (void)
   static const struct {
     unsigned off, width;
   } fields[] = {
-    { SB_FAST_SIZE, 8 }, { SB_LABEL_OFF, 8 }, { SB_VOL_SIZE, 8 }, { SB_NBLOCKS, 4 },
+    { SB_FAST_SIZE, 8 }, { SB_VOL_SIZE, 8 }, { SB_NBLOCKS, 4 },
     { SB_TABLE_OFF, 8 }, { SB_TABLE_SECT, 8 }, { SB_RANGE_OFF, 8 }, { SB_RANGE_SECT, 8 },
     { SB_JOURNAL_OFF, 8 }, { SB_JOURNAL_SECT, 8 }, { SB_DATA_OFF, 8 }, { SB_STATS_OFF, 8 },
     { SB_COPY_STRIDE, 8 }, { SB_REPLAY_POS, 8 },
@@ -317,9 +318,20 @@ main (void)
     }
   flips += geo;
 
-  /* The slow tier's label. */
-  for (unsigned b = 0; b < HC_SECTOR_SIZE; b += 11, flips++)
-    bad += try_flip (slow, sb.slow_label_off + b, "slow tier", "label");
+  /* The slow tier's identity, after a clean close: a change in its
+   * sampled sectors (the first and the last are always among them) or
+   * another size is another slow tier (or one written behind the cache). */
+  CHECK (hc_volume_open (fast, slow, &oo, &v, why, sizeof why) == 0, "open: %s", why);
+  CHECK (hc_volume_close (v) == 0, "clean close");
+  for (unsigned b = 0; b < HC_SECTOR_SIZE; b += 11, flips += 2) {
+    bad += try_flip (slow, b, "slow tier", "first slow sector");
+    bad += try_flip (slow, SLOW - HC_SECTOR_SIZE + b, "slow tier", "last slow sector");
+  }
+  hc_tier *other;
+  hc_tier_new_memory (SLOW + 4096, &other);
+  CHECK (hc_volume_open (fast, other, &oo, &v, why, sizeof why) == -ENODEV && strstr (why, "bytes"),
+         "a slow tier of another size: %s", why);
+  hc_tier_close (other);
 
   printf ("corruption: %u single-byte flips, %u undetected or misreported\n", flips, bad);
   CHECK (bad == 0, "every flip detected");

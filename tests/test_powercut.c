@@ -35,7 +35,7 @@
 #define SECT 512u
 #define VOL_BLOCKS 256u
 #define WORK_BLOCKS 96u /* the random workloads' blocks: fewer, so that they collide */
-#define SLOW_SIZE ((VOL_BLOCKS + 1) * BS) /* + the label */
+#define SLOW_SIZE (VOL_BLOCKS * BS)
 /* Superblocks, two checkpoint copies (table, range hints, statistics: 4 KiB
  * each while the cache has under 63 × 8 blocks), the journal, the data. */
 #define FAST_SIZE(blocks) (8192 + 2 * 3 * 4096 + (256u << 10) + (blocks) * BS)

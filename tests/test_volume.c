@@ -106,7 +106,7 @@ test_modes (void)
       CHECK (hc_volume_format (fast, slow, &fo, why, sizeof why) == 0, "format: %s", why);
       hc_volume *v = open_vol (fast, slow, pol == 0);
       uint64_t span = hc_volume_size (v);
-      CHECK (span == SLOW - 4096, "volume size %llu", (unsigned long long) span);
+      CHECK (span == SLOW, "volume size %llu", (unsigned long long) span);
       memset (model, 0, sizeof model);
       exercise (v, 1500, span);
       verify_all (v, span, "before close");
@@ -145,16 +145,24 @@ test_refusals (void)
   hc_tier_new_memory (FAST, &fast);
   hc_tier_new_memory (SLOW, &slow);
   hc_tier_new_memory (SLOW, &other);
+  /* Two disks of one size with different contents (a slow tier's data is
+   * what tells it from another: nothing is written on it). */
+  static uint8_t disk[SLOW];
+  fill (disk, SLOW, 1);
+  hc_tier_write (slow, disk, SLOW, 0, 0);
+  fill (disk, SLOW, 2);
+  hc_tier_write (other, disk, SLOW, 0, 0);
   CHECK (hc_volume_open (fast, slow, NULL, &v, why, sizeof why) == -EINVAL
          && strstr (why, "not formatted"), "unformatted: %s", why);
   CHECK (hc_volume_format (fast, slow, NULL, why, sizeof why) == 0, "format");
   CHECK (hc_volume_open (fast, other, NULL, &v, why, sizeof why) == -ENODEV
-         && strstr (why, "not the one"), "other slow tier: %s", why);
-  /* Another volume's slow tier, label and all. */
+         && strstr (why, "differ"), "other slow tier: %s", why);
+  /* Another volume's slow tier. */
   hc_tier *fast2;
   hc_tier_new_memory (FAST, &fast2);
   CHECK (hc_volume_format (fast2, other, NULL, why, sizeof why) == 0, "format 2");
-  CHECK (hc_volume_open (fast, other, NULL, &v, why, sizeof why) == -ENODEV, "foreign label");
+  CHECK (hc_volume_open (fast, other, NULL, &v, why, sizeof why) == -ENODEV, "another volume's");
+  CHECK (hc_volume_open (fast2, slow, NULL, &v, why, sizeof why) == -ENODEV, "and the reverse");
   /* A truncated copy of the fast tier. */
   hc_tier_new_memory (FAST / 2, &small);
   uint8_t *img = malloc (FAST / 2);
@@ -179,6 +187,66 @@ test_refusals (void)
   hc_tier_close (fast);
   hc_tier_close (slow);
   hc_tier_close (other);
+}
+
+/* The volume is the whole slow tier and leaves its data alone: a slow tier
+ * that holds data (and whose size is no multiple of the block size) reads
+ * the same through a new volume; writes anywhere, the partial last block
+ * included, survive a close and reopen and reach the slow tier when it is
+ * cleaned; nothing else of it is written. */
+static void
+test_whole_slow_tier (void)
+{
+  static const uint32_t sizes[][2] = { { 4096, SLOW + 1536 }, { 65536, SLOW + 4096 + 512 },
+                                       { 65536, SLOW } };
+  static uint8_t got[SLOW + 65536];
+  char why[200];
+
+  for (unsigned k = 0; k < 3; k++)
+    for (unsigned mode = 0; mode < HC_MODE_COUNT; mode++) {
+      uint32_t bs = sizes[k][0], size = sizes[k][1];
+      struct hc_format_opts fo = { .mode = mode, .block_size = bs };
+      hc_tier *fast, *slow;
+      hc_tier_new_memory (FAST, &fast);
+      hc_tier_new_memory (size, &slow);
+      uint8_t *disk = malloc (size);
+      fill (disk, size, 40 + k);
+      hc_tier_write (slow, disk, size, 0, 0);
+      CHECK (hc_volume_format (fast, slow, &fo, why, sizeof why) == 0, "format: %s", why);
+      CHECK (hc_tier_read (slow, got, size, 0) == 0 && memcmp (got, disk, size) == 0,
+             "format leaves the slow tier's data alone (%u, %s)", size, hc_mode_name (mode));
+      hc_volume *v = open_vol (fast, slow, false);
+      CHECK (hc_volume_size (v) == size, "the volume is the whole slow tier: %llu of %u",
+             (unsigned long long) hc_volume_size (v), size);
+      CHECK (hc_volume_read (v, got, size, 0, NULL) == 0 && memcmp (got, disk, size) == 0,
+             "the slow tier's data reads through the volume");
+      CHECK (hc_volume_read (v, got, 512, size, NULL) == -EINVAL, "nothing past its end");
+      /* Writes across the last whole block and the partial one. */
+      for (unsigned i = 0; i < 200; i++) {
+        uint64_t len = 1 + next_rand () % (2 * bs);
+        uint64_t off = size - len - next_rand () % (3 * bs);
+        uint8_t buf[2 * 65536];
+        fill (buf, len, next_rand ());
+        CHECK (hc_volume_write (v, buf, len, off, i % 7 == 0 ? HC_VOL_FUA : 0, NULL) == 0,
+               "write %llu+%llu", (unsigned long long) off, (unsigned long long) len);
+        memcpy (disk + off, buf, len);
+        if (i % 5 == 0)
+          hc_volume_advise (v, off, len, (struct hc_hint) { .advice = HC_ADVICE_WILLNEED });
+      }
+      CHECK (hc_volume_read (v, got, size, 0, NULL) == 0 && memcmp (got, disk, size) == 0,
+             "reads match (%s)", hc_mode_name (mode));
+      CHECK (hc_volume_close (v) == 0, "close");
+      v = open_vol (fast, slow, false);
+      CHECK (hc_volume_read (v, got, size, 0, NULL) == 0 && memcmp (got, disk, size) == 0,
+             "reads match after a reopen");
+      CHECK (hc_volume_clean (v) == 0, "clean");
+      CHECK (hc_volume_close (v) == 0, "close");
+      CHECK (hc_tier_read (slow, got, size, 0) == 0 && memcmp (got, disk, size) == 0,
+             "cleaned, the slow tier holds exactly the volume");
+      free (disk);
+      hc_tier_close (fast);
+      hc_tier_close (slow);
+    }
 }
 
 static uint64_t
@@ -702,6 +770,7 @@ main (void)
 {
   test_modes ();
   test_refusals ();
+  test_whole_slow_tier ();
   test_hints ();
   test_mode_switch_discard_zero ();
   test_fast_errors ();

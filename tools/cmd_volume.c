@@ -212,8 +212,10 @@ static const char format_usage[] =
   "                        [--policy P] [--max-ranges N] [--force [--discard-dirty]]\n"
   "\n"
   "Makes FILE (fast) a cache for FILE (slow): writes a superblock and empty metadata on\n"
-  "the fast tier, and a 4 KiB label at the end of the slow tier (nothing else of the\n"
-  "slow tier is touched; the volume is the slow tier up to the label).\n"
+  "the fast tier.  Nothing is written on the slow tier: the volume is all of it, with\n"
+  "whatever it holds (a disk with a filesystem or partition table keeps them).  The\n"
+  "superblock records the slow tier's size, device name (/dev/disk/by-id) and a hash of\n"
+  "16 of its sectors, to refuse another slow tier at open.\n"
   "  --block-size N   cache block size, 4k to 64k, a power of two (default 4k)\n"
   "  --mode M         writethrough (default), writeback, writearound, passthrough\n"
   "  --policy P       hintaware (default), lru, s3fifo, fifo, arc\n"
@@ -477,11 +479,10 @@ show (const char *cmd, const char *usage, int argc, char **argv, bool stats)
     return rc;
   struct hc_volume_info in;
   struct hc_stats st;
-  char cu[37], su[37];
+  char cu[37];
   hc_volume_get_info (x.v, &in);
   hc_volume_stats (x.v, &st);
   uuid_text (in.cache_uuid, cu);
-  uuid_text (in.slow_uuid, su);
   uint64_t used = 0, dirty = 0;
   for (unsigned c = 0; c < HC_CLASS_COUNT; c++) {
     used += st.cls[c].blocks;
@@ -492,8 +493,9 @@ show (const char *cmd, const char *usage, int argc, char **argv, bool stats)
     json_init (&j, stdout);
     json_object_begin (&j);
     json_kv_string (&j, "cache_uuid", cu);
-    json_kv_string (&j, "slow_uuid", su);
     json_kv_string (&j, "slow_path", in.slow_path);
+    json_kv_string (&j, "slow_identity", in.slow_identity);
+    json_kv_bool (&j, "slow_fingerprint_checked", in.slow_fingerprint);
     json_kv_uint (&j, "format_version", in.format_version);
     json_kv_uint (&j, "block_size", in.block_size);
     json_kv_uint (&j, "cache_blocks", in.nblocks);
@@ -511,7 +513,12 @@ show (const char *cmd, const char *usage, int argc, char **argv, bool stats)
     json_object_end (&j);
   } else if (!stats) {
     printf ("volume      %s (cache uuid %s)\n", argv[optind], cu);
-    printf ("slow tier   %s (uuid %s)\n", in.slow_path[0] ? in.slow_path : "?", su);
+    printf ("slow tier   %s%s%s%s; recognised by size%s%s\n",
+            in.slow_path[0] ? in.slow_path : "?", in.slow_identity[0] ? " (device " : "",
+            in.slow_identity, in.slow_identity[0] ? ")" : "",
+            in.slow_identity[0] ? ", device name" : "",
+            in.slow_fingerprint ? " and sampled sectors" : " (sectors not compared: "
+                                                              "not closed cleanly)");
     printf ("geometry    %u cache blocks of %u bytes (%.1f MiB) for %.1f MiB; format v%u\n",
             in.nblocks, in.block_size, in.nblocks * (double) in.block_size / 1048576,
             in.volume_size / 1048576.0, in.format_version);
@@ -558,7 +565,7 @@ cmd_stats (int argc, char **argv)
 static const char check_usage[] =
   "Usage: hintcache check FAST [--slow FILE]\n"
   "\n"
-  "Verifies both superblocks, the slow tier's label, every table, range-hint, statistics\n"
+  "Verifies both superblocks, the slow tier's identity, every table, range-hint, statistics\n"
   "and journal sector checksum, and the mapping invariants.  Exit 0 if clean, 1 with the\n"
   "first problem otherwise.  Writes nothing.\n";
 

@@ -96,6 +96,13 @@ unsigned hc_tier_caps (const hc_tier *t);
 /* A short description ("file:/dev/sdb", "memory", "faulty(memory)"). */
 const char *hc_tier_name (const hc_tier *t);
 
+/* A name of the device under the tier that stays the same when the device
+ * moves (a block device's first /dev/disk/by-id name, e.g.
+ * "wwn-0x5000c500a1b2c3d4"), or "" when there is none (files, memory, NBD
+ * exports, block devices without udev names).  Decorators report the
+ * identity of the tier below. */
+const char *hc_tier_identity (const hc_tier *t);
+
 /* Closes a tier and frees it (NULL is allowed).  A decorator does not close
  * the tier below it. */
 void hc_tier_close (hc_tier *t);

@@ -80,10 +80,11 @@ struct hc_format_opts {
   enum hc_format_over over; /* default HC_FORMAT_NEW */
 };
 
-/* Formats a volume: a superblock and empty metadata on the fast tier, a
- * label in the last 4 KiB of the slow tier (whose size, block-aligned below
- * the label, is the volume's size; nothing else of the slow tier is
- * touched).  What was on the fast tier is kept unless o->over allows
+/* Formats a volume: a superblock and empty metadata on the fast tier.  The
+ * slow tier is only read (a fingerprint of a few sectors, kept with its
+ * size and device name to recognise it at open): the volume is exactly as
+ * large as the slow tier, and a slow tier that holds data (a filesystem, a
+ * partition table) keeps it, as the volume's contents.  What was on the fast tier is kept unless o->over allows
  * formatting over it.  Returns 0, -EINVAL (bad options, a tier too small:
  * `why` says), -EEXIST (a volume, or what may be one: damaged, unreadable
  * or of another format version, is there), -EBUSY (that volume holds dirty
@@ -188,7 +189,7 @@ int hc_volume_stats (hc_volume *v, struct hc_stats *out);
 
 /* Geometry and state, for `hintcache info`. */
 struct hc_volume_info {
-  uint8_t cache_uuid[16], slow_uuid[16];
+  uint8_t cache_uuid[16];
   uint32_t format_version;
   uint32_t block_size;
   uint32_t nblocks;
@@ -197,6 +198,9 @@ struct hc_volume_info {
   enum hc_mode mode;
   char policy[16];
   char slow_path[201];
+  char slow_identity[64];  /* the slow tier's device name at format, "" if none */
+  bool slow_fingerprint;   /* the open compared the slow tier's sampled sectors (only
+                            * possible after a clean close; else size and name only) */
   bool was_clean;          /* the last close was clean (no replay needed) */
   uint64_t replayed;       /* journal sectors replayed at open */
   uint64_t ram_bytes;      /* RAM for mapping and policy state */
@@ -226,7 +230,8 @@ int hc_stream_new (hc_volume *v, struct hc_hint default_hint, hc_stream **out);
 /* Frees a stream (NULL allowed); no I/O using it may be running. */
 void hc_stream_free (hc_stream *s);
 
-/* Verifies a volume offline: the superblocks, the label, every sector of
+/* Verifies a volume offline: the superblocks, the slow tier's identity
+ * (size, device name, sampled sectors after a clean close), every sector of
  * the current checkpoint copy (table, range hints, statistics), the journal
  * up to the end of its log, and the invariants (no origin mapped twice,
  * origins inside the volume).  Writes a one-line reason for the first

@@ -9,23 +9,39 @@
  *
  *   fast tier                                       slow tier
  *   ┌──────────────┐ 0                              ┌──────────────┐ 0
- *   │ superblock A │ (one sector, in a 4 KiB slot)  │ volume data  │
- *   │ superblock B │ 4 KiB                          │  (untouched  │
- *   │ checkpoint 0 │ 8 KiB: table (one 8-byte entry │   layout: a  │
- *   │              │ per cache block, 63 per        │   filesystem │
- *   │              │ sector), range hints (31 per   │   stays      │
- *   │              │ sector), statistics            │   readable)  │
- *   │ checkpoint 1 │ the same, copy_stride further  ├──────────────┤
- *   │ journal      │ a ring of sectors, 31 records  │ slow label   │ last 4 KiB
- *   │ data         │ cache blocks, block-aligned    └──────────────┘
- *   └──────────────┘
+ *   │ superblock A │ (one sector, in a 4 KiB slot)  │ volume data, │
+ *   │ superblock B │ 4 KiB                          │ all of it:   │
+ *   │ checkpoint 0 │ 8 KiB: table (one 8-byte entry │ hintcache    │
+ *   │              │ per cache block, 63 per        │ writes there │
+ *   │              │ sector), range hints (31 per   │ only the     │
+ *   │              │ sector), statistics            │ volume's own │
+ *   │ checkpoint 1 │ the same, copy_stride further  │ data (a disk │
+ *   │ journal      │ a ring of sectors, 31 records  │ that held a  │
+ *   │ data         │ cache blocks, block-aligned    │ filesystem   │
+ *   └──────────────┘                                │ keeps it)    │
+ *                                                   └──────────────┘
  *
  * Superblock: two copies, always written together with the same content
  * (A, then B, each with FUA), so either one alone is enough: open takes the
  * valid copy with the highest generation and says so when the other is
- * damaged.  It holds the geometry, the mode, the UUIDs of the cache and of
- * the slow tier, which checkpoint copy is current, and where journal replay
- * starts.
+ * damaged.  It holds the geometry, the mode, the cache's UUID, which
+ * checkpoint copy is current, where journal replay starts, and the slow
+ * tier's identity.
+ *
+ * Slow tier identity: nothing is written on the slow tier but the volume's
+ * data (a cache put in front of a disk that holds data must not take its
+ * last block, and the volume is exactly as large as the disk).  So the
+ * superblock says which slow tier it belongs to: its size (which must
+ * match exactly), its stable device name where it has one (see
+ * hc_tier_identity; checked when both the recorded and the present one are
+ * known), and a fingerprint: a hash of 16 sectors at places drawn from the
+ * cache's UUID, taken by format and by every clean close.  Nothing writes
+ * the slow tier between a clean close and the next open, so at an open
+ * after a clean close the sectors must match; a mismatch means another
+ * device of the same size, or one written behind the cache's back (which
+ * would make its clean cached blocks stale).  After a crash the slow tier
+ * may have been written since the last fingerprint, so only size and name
+ * are checked (and `info` says so).
  *
  * Table entry (8 bytes): origin block (bits 39–0), class of the data (42–40),
  * valid (43), dirty (44) — the persistent bits of the in-RAM meta word.
@@ -71,11 +87,11 @@
 
 #define HC_FMT_VERSION 2
 #define HC_FMT_SB_MAGIC "HCVOLUM1"
-#define HC_FMT_LABEL_MAGIC "HCSLOWT1"
 #define HC_FMT_SECTOR 512u
 #define HC_FMT_SB_SLOT 4096u
 #define HC_FMT_TABLE_OFF (2 * HC_FMT_SB_SLOT)
-#define HC_FMT_LABEL_SIZE 4096u
+#define HC_FMT_FP_SECTORS 16u   /* sectors of the slow tier in its fingerprint */
+#define HC_FMT_ID_MAX 63u       /* bytes of the slow tier's device name */
 
 #define HC_FMT_TABLE_PER_SECTOR 63u  /* 8-byte header + 63 × 8 */
 #define HC_FMT_RANGE_PER_SECTOR 31u  /* 16-byte header + 31 × 16 */
@@ -94,6 +110,7 @@ enum { HC_JREC_MAP = 1, HC_JREC_RANGE = 2 };
 
 /* Superblock flags. */
 #define HC_SB_CLEAN 1u /* closed cleanly: nothing to replay, both checkpoint copies agree */
+#define HC_SB_FP 2u    /* with CLEAN: slow_fp is the slow tier's fingerprint as it is now */
 
 static inline void hc_put16 (uint8_t *p, uint16_t v) { p[0] = v; p[1] = v >> 8; }
 static inline void hc_put32 (uint8_t *p, uint32_t v) { for (int i = 0; i < 4; i++) p[i] = v >> (8 * i); }
@@ -110,10 +127,8 @@ struct hc_super {
   uint32_t flags;
   uint64_t generation;
   uint8_t cache_uuid[16];
-  uint8_t slow_uuid[16];
   uint64_t fast_size;       /* bytes the layout needs on the fast tier */
-  uint64_t slow_label_off;  /* where the slow tier's label is */
-  uint64_t volume_size;     /* bytes of the volume (slow tier up to the label) */
+  uint64_t volume_size;     /* bytes of the volume: the whole slow tier */
   uint32_t block_size;
   uint32_t nblocks;
   uint64_t table_off, table_sectors;  /* offsets of checkpoint copy 0 */
@@ -127,20 +142,19 @@ struct hc_super {
   uint64_t copy_stride;     /* checkpoint copy 1 is this far past copy 0 */
   uint32_t copy;            /* the current checkpoint copy: 0 or 1 */
   char slow_path[HC_FMT_PATH_MAX + 1]; /* where the slow tier was at format */
+  char slow_id[HC_FMT_ID_MAX + 1];     /* its device name, "" if none (hc_tier_identity) */
+  uint64_t slow_fp;         /* its fingerprint at the last clean close (HC_SB_FP) */
 };
 
 /* Superblock field offsets within its sector. */
 enum {
-  SB_MAGIC = 0, SB_VERSION = 8, SB_FLAGS = 12, SB_GEN = 16, SB_CUUID = 24, SB_SUUID = 40,
-  SB_FAST_SIZE = 56, SB_LABEL_OFF = 64, SB_VOL_SIZE = 72, SB_BLOCK = 80, SB_NBLOCKS = 84,
+  SB_MAGIC = 0, SB_VERSION = 8, SB_FLAGS = 12, SB_GEN = 16, SB_CUUID = 24, /* 40–55 zero */
+  SB_FAST_SIZE = 56, /* 64–71 zero */ SB_VOL_SIZE = 72, SB_BLOCK = 80, SB_NBLOCKS = 84,
   SB_TABLE_OFF = 88, SB_TABLE_SECT = 96, SB_RANGE_OFF = 104, SB_RANGE_SECT = 112,
   SB_JOURNAL_OFF = 120, SB_JOURNAL_SECT = 128, SB_DATA_OFF = 136, SB_MODE = 144, SB_POLICY = 148,
   SB_REPLAY_SEQ = 152, SB_REPLAY_POS = 160, SB_PATH = 168, SB_STATS_OFF = 368,
-  SB_COPY_STRIDE = 376, SB_COPY = 384, SB_CSUM = 504,
+  SB_COPY_STRIDE = 376, SB_COPY = 384, SB_SLOW_FP = 392, SB_SLOW_ID = 400, SB_CSUM = 504,
 };
-
-/* Slow label offsets. */
-enum { LB_MAGIC = 0, LB_VERSION = 8, LB_SUUID = 16, LB_CUUID = 32, LB_SIZE = 48, LB_CSUM = 504 };
 
 /* Where region `off0` (given for checkpoint copy 0) is in copy `copy`. */
 static inline uint64_t

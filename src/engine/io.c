@@ -954,13 +954,60 @@ check_range (hc_volume *v, uint64_t off, uint64_t len)
   return off > size || len > size - off ? -EINVAL : 0;
 }
 
+/* The volume is the whole slow tier, whose size need not be a multiple of
+ * the block size: the last, partial block is not cached, and the part of
+ * a request that reaches it goes straight to the slow tier, under that
+ * block's stripe (exclusive for writes, which read-modify-write whole
+ * sectors).  A write sets slow_dirty, so that the next flush makes it
+ * durable; FUA makes it so at once.  A read passes dst, a write src.
+ * Returns how many bytes of [off, off+len) precede that part, after doing
+ * it; or a negative errno. */
+static int64_t
+tail_io (hc_volume *v, uint8_t *dst, const uint8_t *src, uint64_t len, uint64_t off,
+         unsigned flags)
+{
+  uint64_t end = v->nslow << v->bshift, t0 = off > end ? off : end, t1 = off + len;
+  uint64_t a0 = t0 / HC_SECTOR_SIZE * HC_SECTOR_SIZE;
+  uint64_t a1 = (t1 + HC_SECTOR_SIZE - 1) / HC_SECTOR_SIZE * HC_SECTOR_SIZE;
+  uint8_t *b;
+  int rc = 0;
+
+  if (t1 <= end)
+    return (int64_t) len;
+  if (src && (v->failed || v->opts.read_only))
+    return v->opts.read_only ? -EROFS : -EIO;
+  if (!(b = malloc (a1 - a0)))
+    return -ENOMEM;
+  src ? hc_wrlock (stripe (v, v->nslow)) : hc_rdlock (stripe (v, v->nslow));
+  if (!src || t0 != a0 || t1 != a1)
+    rc = hc_tier_read (v->slow, b, a1 - a0, a0);
+  if (rc == 0 && dst)
+    memcpy (dst + (t0 - off), b + (t0 - a0), t1 - t0);
+  if (rc == 0 && src) {
+    memcpy (b + (t0 - a0), src + (t0 - off), t1 - t0);
+    rc = hc_tier_write (v->slow, b, a1 - a0, a0, (flags & HC_VOL_FUA) ? HC_TIER_FUA : 0);
+    if (rc == 0) {
+      hc_lock (&v->lock);
+      v->slow_dirty = true;
+      pthread_mutex_unlock (&v->lock);
+    }
+  }
+  pthread_rwlock_unlock (stripe (v, v->nslow));
+  free (b);
+  return rc < 0 ? rc : (int64_t) (t0 - off);
+}
+
 int
 hc_volume_read (hc_volume *v, void *buf, size_t len, uint64_t off, const struct hc_ioctx *ctx)
 {
   struct req r = { .ctx = ctx, .off = off, .len = len };
   uint8_t *dst = buf;
   int rc = check_range (v, off, len);
+  int64_t head = rc < 0 ? rc : tail_io (v, dst, NULL, len, off, 0);
 
+  if (head < 0)
+    return (int) head;
+  len = (uint64_t) head;
   while (rc == 0 && len) {
     uint64_t blk = off >> v->bshift;
     uint32_t boff = (uint32_t) (off & (v->bs - 1));
@@ -996,6 +1043,10 @@ hc_volume_write (hc_volume *v, const void *buf, size_t len, uint64_t off, unsign
     return -EINVAL;
   if (len == 0)
     return (flags & HC_VOL_FUA) ? hc_volume_flush (v) : 0;
+  int64_t head = tail_io (v, NULL, src, len, off, flags);
+  if (head < 0)
+    return (int) head;
+  len = (uint64_t) head;
   while (len && rc == 0) {
     uint64_t blk = off >> v->bshift;
     uint32_t boff = (uint32_t) (off & (v->bs - 1));
@@ -1355,6 +1406,10 @@ hc_volume_advise (hc_volume *v, uint64_t off, uint64_t len, struct hc_hint hint)
   s1 = (off + len + HC_SECTOR_SIZE - 1) / HC_SECTOR_SIZE;
   b0 = off >> v->bshift;
   b1 = (off + len + v->bs - 1) >> v->bshift;
+  if (b1 > v->nslow) /* the partial last block is not cached */
+    b1 = v->nslow;
+  if (b0 > b1)
+    b0 = b1;
   if (hint.cls != HC_CLASS_UNCLASSIFIED)
     cls = hint.cls;
   if (hint.advice == HC_ADVICE_DONTNEED || hint.advice == HC_ADVICE_WILLNEED)
@@ -1382,7 +1437,7 @@ hc_volume_advise (hc_volume *v, uint64_t off, uint64_t len, struct hc_hint hint)
       if (c != HC_NIL)
         hc_dir_demote (&v->dir, c);
     }
-  } else if (hint.advice == HC_ADVICE_WILLNEED) {
+  } else if (hint.advice == HC_ADVICE_WILLNEED && b0 < b1) {
     queue_prefetch (v, b0, b1, hint);
     pthread_cond_signal (&v->wake);
   }

@@ -2,7 +2,7 @@
  *
  * The format itself is described in format.h.  This file is arranged as:
  *
- *   1. checksums and the superblock / label codecs
+ *   1. checksums, the superblock codec and the slow tier's identity
  *   2. format
  *   3. load: table, range hints, journal replay
  *   4. records, commit and checkpoint
@@ -30,7 +30,7 @@
 #define IO_CHUNK (1u << 20)   /* bytes per read or write of a metadata region */
 
 /* ---------------------------------------------------------------------------
- * 1. Checksums, superblock and label.
+ * 1. Checksums, superblock, the slow tier's identity.
  */
 
 uint32_t
@@ -64,9 +64,7 @@ hc_sb_encode (const struct hc_super *sb, uint8_t s[HC_FMT_SECTOR])
   hc_put32 (s + SB_FLAGS, sb->flags);
   hc_put64 (s + SB_GEN, sb->generation);
   memcpy (s + SB_CUUID, sb->cache_uuid, 16);
-  memcpy (s + SB_SUUID, sb->slow_uuid, 16);
   hc_put64 (s + SB_FAST_SIZE, sb->fast_size);
-  hc_put64 (s + SB_LABEL_OFF, sb->slow_label_off);
   hc_put64 (s + SB_VOL_SIZE, sb->volume_size);
   hc_put32 (s + SB_BLOCK, sb->block_size);
   hc_put32 (s + SB_NBLOCKS, sb->nblocks);
@@ -85,6 +83,8 @@ hc_sb_encode (const struct hc_super *sb, uint8_t s[HC_FMT_SECTOR])
   hc_put64 (s + SB_COPY_STRIDE, sb->copy_stride);
   hc_put32 (s + SB_COPY, sb->copy);
   memcpy (s + SB_PATH, sb->slow_path, strnlen (sb->slow_path, HC_FMT_PATH_MAX));
+  hc_put64 (s + SB_SLOW_FP, sb->slow_fp);
+  memcpy (s + SB_SLOW_ID, sb->slow_id, strnlen (sb->slow_id, HC_FMT_ID_MAX));
   hc_put64 (s + SB_CSUM, XXH3_64bits (s, SB_CSUM));
 }
 
@@ -102,9 +102,7 @@ hc_sb_decode (const uint8_t s[HC_FMT_SECTOR], struct hc_super *sb)
   sb->flags = hc_get32 (s + SB_FLAGS);
   sb->generation = hc_get64 (s + SB_GEN);
   memcpy (sb->cache_uuid, s + SB_CUUID, 16);
-  memcpy (sb->slow_uuid, s + SB_SUUID, 16);
   sb->fast_size = hc_get64 (s + SB_FAST_SIZE);
-  sb->slow_label_off = hc_get64 (s + SB_LABEL_OFF);
   sb->volume_size = hc_get64 (s + SB_VOL_SIZE);
   sb->block_size = hc_get32 (s + SB_BLOCK);
   sb->nblocks = hc_get32 (s + SB_NBLOCKS);
@@ -124,6 +122,9 @@ hc_sb_decode (const uint8_t s[HC_FMT_SECTOR], struct hc_super *sb)
   sb->copy = hc_get32 (s + SB_COPY);
   memcpy (sb->slow_path, s + SB_PATH, HC_FMT_PATH_MAX);
   sb->slow_path[HC_FMT_PATH_MAX] = '\0';
+  sb->slow_fp = hc_get64 (s + SB_SLOW_FP);
+  memcpy (sb->slow_id, s + SB_SLOW_ID, HC_FMT_ID_MAX);
+  sb->slow_id[HC_FMT_ID_MAX] = '\0';
   return 0;
 }
 
@@ -133,7 +134,8 @@ hc_sb_decode (const uint8_t s[HC_FMT_SECTOR], struct hc_super *sb)
  * well below 2^64), so that the sums and products below cannot wrap, and
  * everything the open allocates per sector or per block is at most a small
  * multiple of a tier that exists (the open checks that the tier is at least
- * fast_size bytes).  The volume must end before the slow tier's label. */
+ * fast_size bytes).  The volume is at least one block (its last block may
+ * be partial). */
 static int
 sb_sane (const struct hc_super *sb)
 {
@@ -143,7 +145,7 @@ sb_sane (const struct hc_super *sb)
       || sb->table_off > f || sb->range_off > f || sb->stats_off > f || sb->journal_off > f
       || sb->data_off > f || sb->copy_stride > f || sb->table_sectors > fs
       || sb->range_sectors > fs || sb->journal_sectors > fs
-      || sb->volume_size > sb->slow_label_off || sb->slow_label_off > (UINT64_C (1) << 62))
+      || sb->volume_size > (UINT64_C (1) << 62) || sb->volume_size % HC_FMT_SECTOR)
     return -EUCLEAN;
   if (bs < 4096 || bs > 65536 || (bs & (bs - 1)) || sb->nblocks == 0 || sb->nblocks > (1u << 31)
       || sb->mode >= HC_MODE_COUNT || sb->policy >= HC_POLICY_COUNT
@@ -155,7 +157,7 @@ sb_sane (const struct hc_super *sb)
       || sb->copy_stride < sb->stats_off + HC_FMT_STATS_SECTORS * HC_FMT_SECTOR - sb->table_off
       || sb->journal_off < sb->table_off + 2 * sb->copy_stride
       || sb->data_off < sb->journal_off + sb->journal_sectors * HC_FMT_SECTOR
-      || sb->data_off % bs || sb->volume_size % bs || sb->volume_size / bs > HC_ORIGIN_MAX
+      || sb->data_off % bs || sb->volume_size < bs || sb->volume_size / bs > HC_ORIGIN_MAX
       || sb->data_off + (uint64_t) sb->nblocks * bs > sb->fast_size)
     return -EUCLEAN;
   return 0;
@@ -210,40 +212,57 @@ hc_meta_read_sb (hc_tier *fast, struct hc_super *out, unsigned *damaged, char *w
   return 0;
 }
 
-static void
-label_encode (const struct hc_super *sb, uint64_t slow_size, uint8_t s[HC_FMT_SECTOR])
+/* The slow tier's fingerprint (see format.h): a hash of HC_FMT_FP_SECTORS
+ * sectors, the first and the last of the volume and others drawn from the
+ * cache's UUID, so that two volumes sample different places. */
+int
+hc_meta_slow_fingerprint (hc_tier *slow, const struct hc_super *sb, uint64_t *fp)
 {
-  memset (s, 0, HC_FMT_SECTOR);
-  memcpy (s + LB_MAGIC, HC_FMT_LABEL_MAGIC, 8);
-  hc_put32 (s + LB_VERSION, HC_FMT_VERSION);
-  memcpy (s + LB_SUUID, sb->slow_uuid, 16);
-  memcpy (s + LB_CUUID, sb->cache_uuid, 16);
-  hc_put64 (s + LB_SIZE, slow_size);
-  hc_put64 (s + LB_CSUM, XXH3_64bits (s, LB_CSUM));
+  uint8_t buf[HC_FMT_FP_SECTORS * HC_FMT_SECTOR];
+  uint64_t n = sb->volume_size / HC_FMT_SECTOR, x = uuid_seed (sb->cache_uuid);
+  int rc = 0;
+
+  for (unsigned i = 0; i < HC_FMT_FP_SECTORS && rc == 0; i++) {
+    uint64_t z = (x += UINT64_C (0x9e3779b97f4a7c15)); /* splitmix64 */
+    z = (z ^ (z >> 30)) * UINT64_C (0xbf58476d1ce4e5b9);
+    z = (z ^ (z >> 27)) * UINT64_C (0x94d049bb133111eb);
+    uint64_t at = i == 0 ? 0 : i == 1 ? n - 1 : (z ^ (z >> 31)) % n;
+    rc = hc_tier_read (slow, buf + i * HC_FMT_SECTOR, HC_FMT_SECTOR, at * HC_FMT_SECTOR);
+  }
+  if (rc == 0)
+    *fp = XXH3_64bits (buf, sizeof buf);
+  return rc;
 }
 
-/* Checks that `slow` carries the label of this volume's slow tier. */
+/* Checks that `slow` is the slow tier this volume belongs to. */
 static int
-check_label (hc_tier *slow, const struct hc_super *sb, char *why, size_t whylen)
+check_slow (hc_volume *v, char *why, size_t whylen)
 {
-  uint8_t s[HC_FMT_SECTOR];
+  const struct hc_super *sb = &v->sb;
+  const char *id = hc_tier_identity (v->slow);
+  uint64_t fp, size = hc_tier_size (v->slow);
   int rc;
 
-  if (sb->slow_label_off + HC_FMT_LABEL_SIZE > hc_tier_size (slow)) {
-    snprintf (why, whylen, "the slow tier (%" PRIu64 " bytes) is smaller than the one this "
-              "volume was formatted with; wrong slow tier?", hc_tier_size (slow));
+  if (size != sb->volume_size) {
+    snprintf (why, whylen, "the slow tier is %" PRIu64 " bytes, this volume's was %" PRIu64
+              " bytes: wrong slow tier?", size, sb->volume_size);
     return -ENODEV;
   }
-  if ((rc = hc_tier_read (slow, s, sizeof s, sb->slow_label_off)) < 0) {
-    snprintf (why, whylen, "reading the slow tier's label: %s", strerror (-rc));
+  if (sb->slow_id[0] && id[0] && strcmp (sb->slow_id, id) != 0) {
+    snprintf (why, whylen, "the slow tier is device %s, this volume's was %s", id, sb->slow_id);
+    return -ENODEV;
+  }
+  v->slow_fp_checked = (sb->flags & (HC_SB_CLEAN | HC_SB_FP)) == (HC_SB_CLEAN | HC_SB_FP);
+  if (!v->slow_fp_checked)
+    return 0;
+  if ((rc = hc_meta_slow_fingerprint (v->slow, sb, &fp)) < 0) {
+    snprintf (why, whylen, "reading the slow tier: %s", strerror (-rc));
     return rc;
   }
-  if (memcmp (s + LB_MAGIC, HC_FMT_LABEL_MAGIC, 8) != 0
-      || hc_get64 (s + LB_CSUM) != XXH3_64bits (s, LB_CSUM)
-      || memcmp (s + LB_SUUID, sb->slow_uuid, 16) != 0
-      || memcmp (s + LB_CUUID, sb->cache_uuid, 16) != 0) {
-    snprintf (why, whylen, "the slow tier is not the one this cache belongs to (its label is "
-              "missing or names another volume)");
+  if (fp != sb->slow_fp) {
+    snprintf (why, whylen, "the slow tier's contents differ from when this volume was closed "
+              "(%u sampled sectors): another device of the same size, or written without its "
+              "cache", HC_FMT_FP_SECTORS);
     return -ENODEV;
   }
   return 0;
@@ -351,8 +370,8 @@ hc_meta_format (hc_tier *fast, hc_tier *slow, const struct hc_format_opts *o, bo
     snprintf (why, whylen, "slow tier path longer than %u bytes", HC_FMT_PATH_MAX);
     return -EINVAL;
   }
-  if (slow_size < HC_FMT_LABEL_SIZE + bs) {
-    snprintf (why, whylen, "the slow tier (%" PRIu64 " bytes) is too small", slow_size);
+  if (slow_size < bs) {
+    snprintf (why, whylen, "the slow tier (%" PRIu64 " bytes) is smaller than a block", slow_size);
     return -EINVAL;
   }
 
@@ -360,8 +379,7 @@ hc_meta_format (hc_tier *fast, hc_tier *slow, const struct hc_format_opts *o, bo
   sb.block_size = bs;
   sb.mode = o->mode;
   sb.policy = (uint32_t) policy;
-  sb.slow_label_off = (slow_size - HC_FMT_LABEL_SIZE) / 4096 * 4096;
-  sb.volume_size = sb.slow_label_off / bs * bs;
+  sb.volume_size = slow_size;
   if (sb.volume_size / bs > HC_ORIGIN_MAX) {
     snprintf (why, whylen, "the slow tier is larger than %" PRIu64 " blocks", HC_ORIGIN_MAX);
     return -EINVAL;
@@ -385,22 +403,27 @@ hc_meta_format (hc_tier *fast, hc_tier *slow, const struct hc_format_opts *o, bo
     return -EINVAL;
   }
   sb.fast_size = layout (&sb, lo, bs, max_ranges);
-  if (hc_random (sb.cache_uuid, 16) < 0 || hc_random (sb.slow_uuid, 16) < 0) {
-    snprintf (why, whylen, "no randomness for the UUIDs");
+  if (hc_random (sb.cache_uuid, 16) < 0) {
+    snprintf (why, whylen, "no randomness for the UUID");
     return -EIO;
   }
   if (o->slow_path)
     snprintf (sb.slow_path, sizeof sb.slow_path, "%s", o->slow_path);
+  snprintf (sb.slow_id, sizeof sb.slow_id, "%s", hc_tier_identity (slow));
   sb.replay_seq = 1;
   sb.replay_pos = 0;
-  sb.flags = HC_SB_CLEAN;
+  sb.flags = HC_SB_CLEAN | HC_SB_FP;
   seed = uuid_seed (sb.cache_uuid);
   if (dry)
     return 0;
 
-  /* Any old superblocks go first, then empty metadata, then the label,
-   * then the superblocks last: a format cut short leaves no superblock and
-   * so no volume. */
+  /* Any old superblocks go first, then empty metadata, then the
+   * superblocks last: a format cut short leaves no superblock and so no
+   * volume.  The slow tier is only read (its fingerprint). */
+  if ((rc = hc_meta_slow_fingerprint (slow, &sb, &sb.slow_fp)) < 0) {
+    snprintf (why, whylen, "reading the slow tier: %s", strerror (-rc));
+    return rc;
+  }
   memset (s, 0, sizeof s);
   for (unsigned k = 0; k < 2 && rc == 0; k++)
     rc = hc_tier_write (fast, s, sizeof s, k * HC_FMT_SB_SLOT, HC_TIER_FUA);
@@ -415,11 +438,6 @@ hc_meta_format (hc_tier *fast, hc_tier *slow, const struct hc_format_opts *o, bo
     rc = write_region (fast, sb.journal_off, sb.journal_sectors, 8, seed, NULL);
   if (rc < 0) {
     snprintf (why, whylen, "writing metadata to the fast tier: %s", strerror (-rc));
-    return rc;
-  }
-  label_encode (&sb, slow_size, s);
-  if ((rc = hc_tier_write (slow, s, sizeof s, sb.slow_label_off, HC_TIER_FUA)) < 0) {
-    snprintf (why, whylen, "writing the slow tier's label: %s", strerror (-rc));
     return rc;
   }
   if ((rc = hc_tier_flush (fast)) < 0)
@@ -720,7 +738,7 @@ hc_meta_load (hc_volume *v, char *why, size_t whylen)
   L.entry = calloc (v->sb.nblocks, sizeof *L.entry);
   if (!L.entry)
     return -ENOMEM;
-  if (!v->any_slow && (rc = check_label (v->slow, &v->sb, why, whylen)) < 0)
+  if (!v->any_slow && (rc = check_slow (v, why, whylen)) < 0)
     goto out;
   const unsigned k = v->sb.copy;
   rc = read_region (v, "table", hc_sb_copy_off (&v->sb, v->sb.table_off, k), v->sb.table_sectors, 0,
@@ -865,7 +883,7 @@ hc_meta_write_sb (hc_volume *v, bool clean)
 
   sb.generation++;
   sb.mode = __atomic_load_n (&v->mode, __ATOMIC_RELAXED);
-  sb.flags = clean ? HC_SB_CLEAN : 0;
+  sb.flags = clean ? HC_SB_CLEAN | (v->slow_fp_valid ? HC_SB_FP : 0) : 0;
   hc_sb_encode (&sb, s);
   /* A, then B: a cut between them leaves one old and one new copy, each
    * whole and each naming a checkpoint copy that is intact. */

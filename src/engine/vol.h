@@ -1,7 +1,7 @@
 /* Internal state of a volume, shared by the engine's files:
  *
  *   volume.c   open, close, format, mode, stats, info, streams
- *   meta.c     the on-disk format: superblock, label, table, range hints,
+ *   meta.c     the on-disk format: superblock, slow tier identity, table, range hints,
  *              journal; recovery, commit and checkpoint
  *   io.c       read, write, discard, zero, advise, flush
  *   cleaner.c  the background thread: write-back, free space, prefetch
@@ -104,7 +104,9 @@ struct hc_volume {
 
   uint64_t replayed;
   bool was_clean;
-  bool any_slow;               /* read-only look without the slow tier's label check */
+  bool any_slow;               /* read-only look without the slow tier's identity check */
+  bool slow_fp_checked;        /* the open compared the slow tier's fingerprint */
+  bool slow_fp_valid;          /* sb.slow_fp is the slow tier's as it is now (clean close) */
   bool tail_damaged;           /* replay ended at a damaged sector (a commit cut short) */
   unsigned sb_damaged;         /* superblock copies found damaged at open (bit 0: A, 1: B) */
   bool failed;                 /* a commit failed: refuse further writes */
@@ -137,6 +139,10 @@ int hc_sb_decode (const uint8_t sector[HC_FMT_SECTOR], struct hc_super *sb);
  * are damaged or they disagree. */
 int hc_meta_read_sb (hc_tier *fast, struct hc_super *sb, unsigned *damaged, char *why,
                      size_t whylen);
+
+/* The slow tier's fingerprint for superblock `sb` (format.h): reads its
+ * sampled sectors.  Returns 0 or the read's error. */
+int hc_meta_slow_fingerprint (hc_tier *slow, const struct hc_super *sb, uint64_t *fp);
 
 /* Lays out and writes a new volume (dry: only checks the options and
  * that the tiers are large enough, writing nothing). */

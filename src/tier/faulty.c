@@ -460,6 +460,7 @@ hc_tier_new_faulty (hc_tier *lower, hc_power *pw, uint64_t seed, hc_tier **out)
   if (snprintf (name, sizeof name, "faulty(%s)", hc_tier_name (lower)) >= (int) sizeof name)
     name[sizeof name - 2] = ')'; /* keep the parenthesis closed when truncated */
   hc_tier_init (&f->base, &faulty_ops, hc_tier_size (lower), hc_tier_caps (lower), name);
+  snprintf (f->base.ident, sizeof f->base.ident, "%s", hc_tier_identity (lower));
   if (pw) {
     pthread_mutex_lock (&pw->mu);
     f->pw = pw;

@@ -24,6 +24,7 @@
  * function pointers (SQLite's aSyscall idea), so that a test built into this
  * file can later substitute failing versions without any public hook.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/fs.h>
@@ -323,6 +324,34 @@ probe (int fd, bool readonly, uint64_t *size, unsigned *caps)
   return 0;
 }
 
+/* The stable name of block device `rdev`: its first /dev/disk/by-id link
+ * in name order, a "wwn-" one first (the world-wide name is the device's
+ * own; other names there come from its model and serial number).  Left ""
+ * when udev has named nothing. */
+static void
+block_identity (dev_t rdev, char *buf, size_t len)
+{
+  DIR *d = opendir ("/dev/disk/by-id");
+  struct dirent *e;
+  struct stat st;
+  char path[320];
+
+  buf[0] = '\0';
+  if (!d)
+    return;
+  while ((e = readdir (d))) {
+    if (e->d_name[0] == '.' || strlen (e->d_name) >= len)
+      continue;
+    snprintf (path, sizeof path, "/dev/disk/by-id/%s", e->d_name);
+    if (stat (path, &st) < 0 || !S_ISBLK (st.st_mode) || st.st_rdev != rdev)
+      continue;
+    bool wwn = strncmp (e->d_name, "wwn-", 4) == 0, had = strncmp (buf, "wwn-", 4) == 0;
+    if (!buf[0] || (wwn && !had) || (wwn == had && strcmp (e->d_name, buf) < 0))
+      snprintf (buf, len, "%s", e->d_name);
+  }
+  closedir (d);
+}
+
 /* The claim: flock on the file (shared when read-only, so that readers
  * exclude only writers); a block device opened for writing also gets
  * O_EXCL, which the kernel holds against mounts and other claimants. */
@@ -412,6 +441,9 @@ hc_tier_open_file (const char *path, unsigned flags, hc_tier **out)
   f->direct = flags & HC_TIER_DIRECT;
   snprintf (name, sizeof name, "file:%s", path);
   hc_tier_init (&f->base, &file_ops, size, caps, name);
+  struct stat st;
+  if (fstat (fd, &st) == 0 && S_ISBLK (st.st_mode))
+    block_identity (st.st_rdev, f->base.ident, sizeof f->base.ident);
   *out = &f->base;
   return 0;
 }

@@ -24,6 +24,7 @@ hc_tier_init (hc_tier *t, const struct hc_tier_ops *ops, uint64_t size, unsigned
   t->size = size;
   t->caps = caps;
   snprintf (t->name, sizeof t->name, "%s", name);
+  t->ident[0] = '\0';
 }
 
 /* The range check shared by every operation. */
@@ -125,6 +126,12 @@ const char *
 hc_tier_name (const hc_tier *t)
 {
   return t->name;
+}
+
+const char *
+hc_tier_identity (const hc_tier *t)
+{
+  return t->ident;
 }
 
 void

@@ -31,6 +31,7 @@ struct hc_tier {
   uint64_t size;
   unsigned caps;
   char name[128];
+  char ident[64]; /* see hc_tier_identity; "" when none */
 };
 
 /* Initialises the header of a new tier. */

@@ -272,6 +272,7 @@ hc_tier_new_timing (hc_tier *lower, const struct hc_timing_params *p, hc_tier **
   if (snprintf (name, sizeof name, "timing(%s)", hc_tier_name (lower)) >= (int) sizeof name)
     name[sizeof name - 2] = ')'; /* keep the parenthesis closed when truncated */
   hc_tier_init (&tt->base, &timing_ops, hc_tier_size (lower), caps, name);
+  snprintf (tt->base.ident, sizeof tt->base.ident, "%s", hc_tier_identity (lower));
   *out = &tt->base;
   return 0;
 }
