@@ -699,9 +699,10 @@ batch_add (struct batch *b, uint64_t off, uint64_t len, const char *hint)
 {
   if (b->n == BATCH)
     batch_flush (b);
-  int k = hint ? snprintf (b->buf + b->used, LINE, "advise %" PRIu64 " %" PRIu64 " %s\n", off,
-                           len, hint)
-               : snprintf (b->buf + b->used, LINE, "unadvise %" PRIu64 " %" PRIu64 "\n", off, len);
+  int k = hint ? snprintf (b->buf + b->used, LINE,
+                           "advise %" PRIu64 " %" PRIu64 " %s from=preload\n", off, len, hint)
+               : snprintf (b->buf + b->used, LINE, "unadvise %" PRIu64 " %" PRIu64 " from=preload\n",
+                           off, len);
   if (k > 0 && k < LINE) {
     b->used += (size_t) k;
     b->n++;

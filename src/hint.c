@@ -78,6 +78,25 @@ hc_advice_parse (const char *name, enum hc_advice *advice)
   return -EINVAL;
 }
 
+static const char *const source_names[HC_SOURCE_COUNT] = { "admin", "hintd", "advise", "preload" };
+
+const char *
+hc_source_name (unsigned source)
+{
+  return source < HC_SOURCE_COUNT ? source_names[source] : NULL;
+}
+
+int
+hc_source_parse (const char *name, enum hc_hint_source *source)
+{
+  for (unsigned i = 0; i < HC_SOURCE_COUNT; i++)
+    if (strcmp (name, source_names[i]) == 0) {
+      *source = (enum hc_hint_source) i;
+      return 0;
+    }
+  return -EINVAL;
+}
+
 const char *
 hc_flag_name (unsigned flag)
 {

@@ -603,18 +603,18 @@ for mode in ok none stale close garbage badgreeting silent refuse; do
       && [ "$(counter $mode-journal dropped)" = 0 ] || fail "ok: counters $c"
     [ "$(counter $mode-dontneed sent)" -gt 0 ] || fail "ok (dontneed): counters $(counters $mode-dontneed)"
     r=$tmp/ok-journal.requests
-    bad=$(grep -Ev '^(advise [0-9]+ [1-9][0-9]* [a-z+]+|unadvise [0-9]+ [1-9][0-9]*)$' "$r" "$tmp/ok-dontneed.requests" | head -5) || true
+    bad=$(grep -Ev '^(advise [0-9]+ [1-9][0-9]* [a-z+]+|unadvise [0-9]+ [1-9][0-9]*) from=preload$' "$r" "$tmp/ok-dontneed.requests" | head -5) || true
     [ -z "$bad" ] || fail "ok: malformed requests: $bad"
-    grep -Eq '^advise [0-9]+ [0-9]+ journal$' "$r" || fail "ok: no 'advise OFF LEN journal' with HINTCACHE_CLASS=journal"
-    grep -Eq '^advise [0-9]+ [0-9]+ ([a-z]+\+)?willneed$' "$r" || fail "ok: no willneed from posix_fadvise(WILLNEED)"
-    grep -Eq '^unadvise [0-9]+ [0-9]+$' "$r" || fail "ok: no unadvise for the preallocation given back"
-    grep -Eq '^advise [0-9]+ [0-9]+ dontneed$' "$tmp/ok-dontneed.requests" \
+    grep -Eq '^advise [0-9]+ [0-9]+ journal from=preload$' "$r" || fail "ok: no 'advise OFF LEN journal' with HINTCACHE_CLASS=journal"
+    grep -Eq '^advise [0-9]+ [0-9]+ ([a-z]+\+)?willneed from=preload$' "$r" || fail "ok: no willneed from posix_fadvise(WILLNEED)"
+    grep -Eq '^unadvise [0-9]+ [0-9]+ from=preload$' "$r" || fail "ok: no unadvise for the preallocation given back"
+    grep -Eq '^advise [0-9]+ [0-9]+ dontneed from=preload$' "$tmp/ok-dontneed.requests" \
       || fail "ok: no 'advise OFF LEN dontneed' under ${dontneed[*]:-HINTCACHE_ADVICE=dontneed}"
     # (posix_fadvise NOREUSE is journal, by the fadvise codec: journal+dontneed.)
-    if grep -Eq '^advise [0-9]+ [0-9]+ journal$' "$tmp/ok-dontneed.requests"; then
-      fail "ok: journal hints without a class: $(grep -E ' journal$' "$tmp/ok-dontneed.requests" | head -3)"
+    if grep -Eq '^advise [0-9]+ [0-9]+ journal from=preload$' "$tmp/ok-dontneed.requests"; then
+      fail "ok: journal hints without a class: $(grep -E ' journal from=preload$' "$tmp/ok-dontneed.requests" | head -3)"
     fi
-    echo "preload: ok: same results; $(wc -l < "$r") requests ($(grep -c '^advise.* journal$' "$r" || true) journal, $(grep -c '^unadvise' "$r" || true) unadvise, willneed; $(grep -c 'dontneed$' "$tmp/ok-dontneed.requests" || true) dontneed under ${dontneed[*]:-HINTCACHE_ADVICE}); $c"
+    echo "preload: ok: same results; $(wc -l < "$r") requests ($(grep -c '^advise.* journal from=preload$' "$r" || true) journal, $(grep -c '^unadvise' "$r" || true) unadvise, willneed; $(grep -c 'dontneed from=preload$' "$tmp/ok-dontneed.requests" || true) dontneed under ${dontneed[*]:-HINTCACHE_ADVICE}); $c"
     ;;
   *)
     [ "$nwarn" -gt 0 ] || fail "$mode: no warning"
@@ -652,9 +652,9 @@ run hcrun-ok env "${runenv[@]}" "$hc" run --class journal --socket "$sock" --mou
   --stats "$tmp/hcrun-ok.stats" --
 same hcrun-ok
 if grep -Eq "$warn_re" "$tmp/hcrun-ok.err"; then fail "hcrun-ok: warnings: $(cat "$tmp/hcrun-ok.err")"; fi
-grep -Eq '^advise [0-9]+ [0-9]+ journal$' "$slog" || fail "hintcache run --class journal: no journal hints arrived"
+grep -Eq '^advise [0-9]+ [0-9]+ journal from=preload$' "$slog" || fail "hintcache run --class journal: no journal hints arrived"
 [ "$(counter hcrun-ok sent)" -gt 0 ] || fail "hintcache run: counters $(counters hcrun-ok)"
-echo "preload: hintcache run (ok): same results, $(grep -c 'journal$' "$slog" || true) journal hints"
+echo "preload: hintcache run (ok): same results, $(grep -c 'journal from=preload$' "$slog" || true) journal hints"
 stop_server
 start_server none
 run hcrun-none env "${runenv[@]}" "$hc" run --class background --advice dontneed \

@@ -651,10 +651,14 @@ client_main (void *arg)
       off = below (&c->rng, vol - len + 1);
       if (h.cls == 0 && h.advice == 0)
         h.advice = HC_ADVICE_NORMAL;
-      int rc = hc_volume_advise (R.v, off, len, h);
-      TRACE ("t%" PRIu64 " c%u advise %" PRIu64 "+%" PRIu64 " cls %u advice %u -> %d\n", tick (),
-             c->id, off, len, h.cls, h.advice, rc);
-      expect_ok (rc, "advise");
+      /* Range hints of every source, and withdrawals of one source's. */
+      unsigned src = (unsigned) below (&c->rng, HC_SOURCE_COUNT);
+      bool withdraw = below (&c->rng, 4) == 0;
+      int rc = withdraw ? hc_volume_unadvise_from (R.v, off, len, src)
+                        : hc_volume_advise_from (R.v, off, len, h, src);
+      TRACE ("t%" PRIu64 " c%u %s %" PRIu64 "+%" PRIu64 " cls %u advice %u from %u -> %d\n",
+             tick (), c->id, withdraw ? "unadvise" : "advise", off, len, h.cls, h.advice, src, rc);
+      expect_ok (rc, withdraw ? "unadvise" : "advise");
     } else if (r < 95) {
       int rc = hc_volume_clean (R.v);
       TRACE ("t%" PRIu64 " c%u clean -> %d\n", tick (), c->id, rc);

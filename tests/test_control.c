@@ -248,6 +248,10 @@ test_exec (void)
     { "unadvise", "EINVAL", "missing" },
     { "unadvise 0", "EINVAL", "usage: unadvise OFF LEN" },
     { "unadvise 0 4096 journal", "EINVAL", "too many" },
+    { "unadvise 0 4096 from=nobody", "EINVAL", "unknown source 'nobody'" },
+    { "advise 0 4096 journal from=", "EINVAL", "unknown source ''" },
+    { "advise 0 4096 from=hintd", "EINVAL", "unknown class, advice or flag 'from=hintd'" },
+    { "unadvise 0 4096 from=hintd from=hintd", "EINVAL", "too many" },
     { "hint", "EINVAL", "usage: hint OFF" },
     { "hint 0 1", "EINVAL", "too many" },
     { "hint x", "EINVAL", "not a number" },
@@ -373,6 +377,54 @@ test_exec (void)
 /* ---------------------------------------------------------------------------
  * hc_stats_format / hc_stats_parse
  */
+/* Each source withdraws only its own range hints, and the owner of each
+ * piece survives a clean close (the checkpoint) and a crash (the journal). */
+static void
+test_sources (void)
+{
+  struct vol x;
+  struct hc_open_opts oo = { .no_cleaner = true };
+  char why[200];
+
+  if (vol_make (&x, NULL) < 0)
+    return;
+  for (unsigned round = 0; round < 3; round++) {
+    hc_volume *v = x.v;
+    CHECK (strcmp (ask (v, "advise 0 64K metadata from=hintd"), "ok") == 0, "hintd's");
+    CHECK (strcmp (ask (v, "advise 32K 64K journal from=advise"), "ok") == 0, "advise's");
+    CHECK (strcmp (ask (v, "advise 1M 4K streaming"), "ok") == 0, "the administrator's");
+    if (round == 1) {        /* a clean close: the checkpoint holds the owners */
+      CHECK (hc_volume_close (v) == 0, "close");
+      CHECK (hc_volume_open (x.fast, x.slow, &oo, &x.v, why, sizeof why) == 0, "open: %s", why);
+    } else if (round == 2) { /* a crash: only the journal holds them */
+      CHECK (hc_volume_flush (v) == 0, "flush");
+      static uint8_t img[FAST];
+      hc_tier_read (x.fast, img, FAST, 0);
+      hc_volume_close (v);
+      hc_tier_write (x.fast, img, FAST, 0, 0);
+      CHECK (hc_volume_open (x.fast, x.slow, &oo, &x.v, why, sizeof why) == 0, "open: %s", why);
+      struct hc_volume_info in;
+      hc_volume_get_info (x.v, &in);
+      CHECK (in.replayed > 0, "the hints came back from the journal");
+    }
+    v = x.v;
+    /* hintd's file is deleted: its withdrawal leaves advise's part. */
+    CHECK (strcmp (ask (v, "unadvise 0 96K from=hintd"), "ok") == 0, "hintd withdraws");
+    CHECK (strcmp (ask (v, "hint 0"), "ok unclassified") == 0, "hintd's gone: %s", ask (v, "hint 0"));
+    CHECK (strcmp (ask (v, "hint 40K"), "ok journal") == 0, "advise's kept: %s", ask (v, "hint 40K"));
+    CHECK (strcmp (ask (v, "unadvise 0 2M from=advise"), "ok") == 0, "advise withdraws");
+    CHECK (strcmp (ask (v, "hint 40K"), "ok unclassified") == 0, "advise's gone");
+    CHECK (strcmp (ask (v, "hint 1M"), "ok streaming") == 0, "the administrator's kept");
+    CHECK (strcmp (ask (v, "unadvise 0 2M from=preload"), "ok") == 0, "preload has nothing");
+    CHECK (strcmp (ask (v, "hint 1M"), "ok streaming") == 0, "still kept");
+    CHECK (strcmp (ask (v, "advise 2M 4K data from=preload"), "ok") == 0, "preload's");
+    CHECK (strcmp (ask (v, "unadvise 0 4M"), "ok") == 0, "the administrator withdraws all");
+    CHECK (strcmp (ask (v, "hint 1M"), "ok unclassified") == 0 && strcmp (ask (v, "hint 2M"),
+           "ok unclassified") == 0, "all gone");
+  }
+  vol_free (&x);
+}
+
 static void
 test_stats_text (void)
 {
@@ -957,9 +1009,17 @@ test_tool (void)
   CHECK (hc_volume_range_hint (x.v, 8 << 20).cls == HC_CLASS_BACKGROUND
          && hc_volume_range_hint (x.v, 8 << 20).advice == HC_ADVICE_DONTNEED
          && hc_volume_range_hint (x.v, 4 << 20).cls == HC_CLASS_BACKGROUND, "both ranges hinted");
-  rc = run_tool (out, sizeof out, "advise --socket %s --range 1M:64K --withdraw", sock);
+  /* hintd's hint beside it (overlapping the range) is not advise's to
+   * withdraw. */
+  rc = run_tool (out, sizeof out, "control --socket %s 'advise 1056K 64K metadata from=hintd'", sock);
+  CHECK (rc == 0, "hintd's hint: %d '%s'", rc, out);
+  rc = run_tool (out, sizeof out, "advise --socket %s --range 1M:128K --withdraw", sock);
   CHECK (rc == 0, "withdraw: %d '%s'", rc, out);
   CHECK (hc_volume_range_hint (x.v, 1 << 20).cls == 0, "withdrawn");
+  CHECK (hc_volume_range_hint (x.v, 1100 << 10).cls == HC_CLASS_METADATA, "hintd's hint stays");
+  rc = run_tool (out, sizeof out, "control --socket %s 'unadvise 1M 128K'", sock);
+  CHECK (rc == 0 && hc_volume_range_hint (x.v, 1100 << 10).cls == 0, "an administrator's "
+         "unadvise withdraws it: %d '%s'", rc, out);
   /* Usage errors. */
   const char *usage[] = { "--socket %s --range 1M:64K bogus", "--socket %s --range 1M journal",
                           "--socket %s --range 1M:0 journal", "--socket %s journal",
@@ -1105,6 +1165,7 @@ main (int argc, char **argv)
     return 77;
   }
   test_exec ();
+  test_sources ();
   test_exec_mutants ();
   test_stats_text ();
   test_server ();

@@ -84,7 +84,10 @@ static const char advise_usage[] =
   "  --mount DIR          where the file system on the volume is mounted (required with\n"
   "                       --file): a file on any other file system is refused, as its\n"
   "                       extents are offsets on another device\n"
-  "  --withdraw           withdraw the hints of those ranges or files instead (no HINT)\n"
+  "  --withdraw           withdraw the hints that 'hintcache advise' stored for those\n"
+  "                       ranges or files instead (no HINT); hints from hintd, the preload\n"
+  "                       library or an administrator stay ('hintcache control' with\n"
+  "                       'unadvise OFF LEN' withdraws everyone's)\n"
   "HINT: a class and/or an advice (metadata, journal, willneed, background+dontneed …).\n"
   "Prints one line per file: 'PATH: N extents, BYTES bytes -> HINT'.\n";
 
@@ -116,9 +119,9 @@ send_range (const char *cmd, hc_control_client *c, const char *what, uint64_t of
   int rc;
 
   if (hint)
-    snprintf (line, sizeof line, "advise %" PRIu64 " %" PRIu64 " %s", off, len, hint);
+    snprintf (line, sizeof line, "advise %" PRIu64 " %" PRIu64 " %s from=advise", off, len, hint);
   else
-    snprintf (line, sizeof line, "unadvise %" PRIu64 " %" PRIu64, off, len);
+    snprintf (line, sizeof line, "unadvise %" PRIu64 " %" PRIu64 " from=advise", off, len);
   if ((rc = hc_control_request (c, line, reply, sizeof reply)) < 0) {
     cli_fail (cmd, "%s: %" PRIu64 "+%" PRIu64 ": %s", what, off, len, reply);
     return -1;
@@ -331,8 +334,12 @@ static const char control_usage[] =
   "reply as it comes: 'ok [PAYLOAD]' or 'error ENAME MESSAGE'.  Exit 0 if every reply\n"
   "was ok, 1 otherwise.  Requests:\n"
   "  version                 the protocol version\n"
-  "  advise OFF LEN HINT     store a range hint (class and/or advice)\n"
-  "  unadvise OFF LEN        withdraw the range hints there\n"
+  "  advise OFF LEN HINT [from=SOURCE]\n"
+  "                          store a range hint (class and/or advice) as SOURCE's: admin\n"
+  "                          (default), hintd, advise, preload\n"
+  "  unadvise OFF LEN [from=SOURCE]\n"
+  "                          withdraw the range hints there that SOURCE stored (admin:\n"
+  "                          all of them)\n"
   "  hint OFF                the range hint stored for OFF\n"
   "  stats                   statistics as KEY=VALUE words\n"
   "  info                    size, block size, cache blocks, mode, policy, range hints\n"

@@ -369,10 +369,11 @@ send_ops (struct hintd *d, struct hc_fsmap_ops *ops, struct hc_fsmap *map, struc
     if (o->kind == HC_FSMAP_ADVISE) {
       if (hc_hint_format (o->hint, hint, sizeof hint) < 0)
         snprintf (hint, sizeof hint, "?");
-      snprintf (line, sizeof line, "advise %" PRIu64 " %" PRIu64 " %s", o->start,
+      snprintf (line, sizeof line, "advise %" PRIu64 " %" PRIu64 " %s from=hintd", o->start,
                 o->end - o->start, hint);
     } else
-      snprintf (line, sizeof line, "unadvise %" PRIu64 " %" PRIu64, o->start, o->end - o->start);
+      snprintf (line, sizeof line, "unadvise %" PRIu64 " %" PRIu64 " from=hintd", o->start,
+                o->end - o->start);
     rc = hc_control_request (d->c, line, reply, sizeof reply);
     if (rc == 0) {
       o->state = HC_FSMAP_OP_APPLIED;

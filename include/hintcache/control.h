@@ -28,11 +28,17 @@
  * and the range must lie inside the volume, LEN not 0):
  *
  *     version                 ok 1
- *     advise OFF LEN HINT     store/apply a range hint: HINT is a class, an
+ *     advise OFF LEN HINT [from=SOURCE]
+ *                             store/apply a range hint: HINT is a class, an
  *                             advice or both, as hc_hint_parse reads them
  *                             ("journal", "willneed", "background+dontneed");
- *                             hc_volume_advise
- *     unadvise OFF LEN        withdraw the range hints there; hc_volume_unadvise
+ *                             SOURCE (hc_source_parse: admin, hintd, advise,
+ *                             preload; default admin) owns it from then on;
+ *                             hc_volume_advise_from
+ *     unadvise OFF LEN [from=SOURCE]
+ *                             withdraw the range hints there that SOURCE
+ *                             stored (admin, the default: all of them);
+ *                             hc_volume_unadvise_from
  *     hint OFF                ok HINT — the range hint stored for OFF, as
  *                             hc_hint_format writes it ("unclassified"
  *                             when none)

@@ -88,6 +88,19 @@ enum hc_layer {
 };
 #define HC_LAYER_COUNT 5
 
+/* Who stored a range hint.  A source withdraws only the range hints it set
+ * itself (hintd's withdrawal of a deleted file does not erase what an
+ * administrator advised there, nor the reverse); the administrator's
+ * withdrawal (HC_SOURCE_ADMIN, what a plain "unadvise" is) clears all.
+ * Stored with each range hint (8 bits, on disk). */
+enum hc_hint_source {
+  HC_SOURCE_ADMIN   = 0, /* a person or script: hc_volume_advise, "advise" without from= */
+  HC_SOURCE_HINTD   = 1, /* hintcache hintd: a filesystem's layout and path rules */
+  HC_SOURCE_ADVISE  = 2, /* hintcache advise --file: one file's extents */
+  HC_SOURCE_PRELOAD = 3, /* the preload library: files of an unmodified program */
+};
+#define HC_SOURCE_COUNT 4
+
 /* Where each part of a resolved hint came from (enum hc_layer values, or
  * HC_LAYER_COUNT when no layer said anything). */
 struct hc_hint_origin {
@@ -110,6 +123,12 @@ const char *hc_advice_name (unsigned advice);
 
 /* Parses an advice name into *advice.  Returns 0, or -EINVAL. */
 int hc_advice_parse (const char *name, enum hc_advice *advice);
+
+/* Returns the name of a hint source ("hintd"), or NULL. */
+const char *hc_source_name (unsigned source);
+
+/* Parses a source name into *source.  Returns 0, or -EINVAL. */
+int hc_source_parse (const char *name, enum hc_hint_source *source);
 
 /* Returns the name of a single flag bit ("sequential"), or NULL. */
 const char *hc_flag_name (unsigned flag);

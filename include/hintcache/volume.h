@@ -171,6 +171,17 @@ int hc_volume_advise (hc_volume *v, uint64_t off, uint64_t len, struct hc_hint h
  * cutting a stored range would overflow the table. */
 int hc_volume_unadvise (hc_volume *v, uint64_t off, uint64_t len);
 
+/* hc_volume_advise on behalf of `source` (enum hc_hint_source): the range
+ * hints it stores are that source's (hc_volume_advise is HC_SOURCE_ADMIN).
+ * Returns as hc_volume_advise; -EINVAL for an unknown source. */
+int hc_volume_advise_from (hc_volume *v, uint64_t off, uint64_t len, struct hc_hint hint,
+                           unsigned source);
+
+/* Withdraws the range hints in [off, off+len) that `source` stored, and no
+ * other source's; HC_SOURCE_ADMIN withdraws all (as hc_volume_unadvise).
+ * Returns as hc_volume_unadvise; -EINVAL for an unknown source. */
+int hc_volume_unadvise_from (hc_volume *v, uint64_t off, uint64_t len, unsigned source);
+
 /* The hint the range layer holds for the block at off (zero if none). */
 struct hc_hint hc_volume_range_hint (hc_volume *v, uint64_t off);
 

@@ -221,7 +221,8 @@ hc_stats_parse (const char *text, struct hc_stats *out)
 #define MAX_WORDS 5
 
 static const char commands_list[] =
-  "version, advise OFF LEN HINT, unadvise OFF LEN, hint OFF, stats, info, clean, mode MODE, quit";
+  "version, advise OFF LEN HINT [from=SOURCE], unadvise OFF LEN [from=SOURCE], hint OFF, stats, "
+  "info, clean, mode MODE, quit";
 
 /* Writes "error ENAME message" into reply[len]. */
 static void __attribute__ ((format (printf, 4, 5)))
@@ -365,13 +366,18 @@ hc_control_exec (hc_volume *v, const char *line, char *reply, size_t rlen)
   static const struct {
     const char *name;
     unsigned args;
+    bool from; /* takes an optional last word from=SOURCE */
     const char *usage;
   } cmds[] = {
-    { "version", 0, "version" },       { "advise", 3, "advise OFF LEN HINT" },
-    { "unadvise", 2, "unadvise OFF LEN" }, { "hint", 1, "hint OFF" },
-    { "stats", 0, "stats" },           { "info", 0, "info" },
-    { "clean", 0, "clean" },           { "mode", 1, "mode MODE" },
-    { "quit", 0, "quit" },
+    { "version", 0, false, "version" },
+    { "advise", 3, true, "advise OFF LEN HINT [from=SOURCE]" },
+    { "unadvise", 2, true, "unadvise OFF LEN [from=SOURCE]" },
+    { "hint", 1, false, "hint OFF" },
+    { "stats", 0, false, "stats" },
+    { "info", 0, false, "info" },
+    { "clean", 0, false, "clean" },
+    { "mode", 1, false, "mode MODE" },
+    { "quit", 0, false, "quit" },
   };
   enum { C_VERSION, C_ADVISE, C_UNADVISE, C_HINT, C_STATS, C_INFO, C_CLEAN, C_MODE, C_QUIT };
   char copy[HC_CONTROL_LINE];
@@ -423,6 +429,17 @@ hc_control_exec (hc_volume *v, const char *line, char *reply, size_t rlen)
                  commands_list);
     return 0;
   }
+  /* from=SOURCE: whose range hints these are (enum hc_hint_source). */
+  enum hc_hint_source source = HC_SOURCE_ADMIN;
+  if (cmds[k].from && nwords - 1 == cmds[k].args + 1 && nwords <= MAX_WORDS
+      && strncmp (word[nwords - 1], "from=", 5) == 0) {
+    if (hc_source_parse (word[nwords - 1] + 5, &source) < 0) {
+      reply_error (reply, rlen, EINVAL, "%s: unknown source '%.32s' (sources: admin, hintd, "
+                   "advise, preload)", cmds[k].name, word[nwords - 1] + 5);
+      return 0;
+    }
+    nwords--;
+  }
   if (nwords - 1 != cmds[k].args) {
     reply_error (reply, rlen, EINVAL, "%s: %s (usage: %s)", cmds[k].name,
                  nwords - 1 < cmds[k].args ? "missing arguments" : "too many arguments",
@@ -441,7 +458,7 @@ hc_control_exec (hc_volume *v, const char *line, char *reply, size_t rlen)
     if (parse_range (v, word[1], word[2], &off, &len, reply, rlen) < 0
         || parse_advise_hint (word[3], &h, reply, rlen) < 0)
       return 0;
-    if ((rc = hc_volume_advise (v, off, len, h)) < 0)
+    if ((rc = hc_volume_advise_from (v, off, len, h, source)) < 0)
       reply_volume_error (reply, rlen, rc == -ENOSPC ? "advise (the range table is full)"
                           : "advise", rc);
     else
@@ -452,7 +469,7 @@ hc_control_exec (hc_volume *v, const char *line, char *reply, size_t rlen)
   case C_UNADVISE:
     if (parse_range (v, word[1], word[2], &off, &len, reply, rlen) < 0)
       return 0;
-    if ((rc = hc_volume_unadvise (v, off, len)) < 0)
+    if ((rc = hc_volume_unadvise_from (v, off, len, source)) < 0)
       reply_volume_error (reply, rlen, rc == -ENOSPC ? "unadvise (the range table is full)"
                           : "unadvise", rc);
     else

@@ -78,6 +78,13 @@
  * not just old or new sectors), which never happened.  Damage followed by
  * the FIRST sector of a later commit is corruption (a commit is written
  * only after the one before it is durable), and open refuses the volume.
+ *
+ * Journal records: MAP (type 1, cache block (4 at offset 4), table entry
+ * (8 at 8)); RANGE (type 2: class (1), advice (1), start sector (6),
+ * sector count (6), source (1): hc_ranges_set) and WITHDRAW (type 3, the
+ * same with class and advice 0: hc_ranges_withdraw, which clears only that
+ * source's pieces).  A range-hint sector holds up to 31 pieces of 16 bytes
+ * after a 16-byte header: start (6), count (7), class, advice, source.
  */
 #ifndef HC_ENGINE_FORMAT_H
 #define HC_ENGINE_FORMAT_H
@@ -100,7 +107,7 @@
 #define HC_FMT_STATS_SECTORS 8u     /* lifetime statistics, 63 counters per sector */
 
 /* Journal record types. */
-enum { HC_JREC_MAP = 1, HC_JREC_RANGE = 2 };
+enum { HC_JREC_MAP = 1, HC_JREC_RANGE = 2, HC_JREC_WITHDRAW = 3 };
 /* Journal sector flags. */
 #define HC_JFLAG_END 1u
 #define HC_JFLAG_FIRST 2u /* the first sector of a commit */

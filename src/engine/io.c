@@ -1373,10 +1373,16 @@ queue_prefetch (hc_volume *v, uint64_t b0, uint64_t b1, struct hc_hint hint)
 int
 hc_volume_unadvise (hc_volume *v, uint64_t off, uint64_t len)
 {
+  return hc_volume_unadvise_from (v, off, len, HC_SOURCE_ADMIN);
+}
+
+int
+hc_volume_unadvise_from (hc_volume *v, uint64_t off, uint64_t len, unsigned source)
+{
   uint64_t s0, s1;
   int rc = check_range (v, off, len);
 
-  if (rc < 0)
+  if (rc < 0 || source >= HC_SOURCE_COUNT)
     return -EINVAL;
   if (len == 0)
     return 0;
@@ -1385,8 +1391,8 @@ hc_volume_unadvise (hc_volume *v, uint64_t off, uint64_t len)
   hc_lock (&v->lock);
   if (v->opts.read_only)
     rc = -EROFS;
-  else if ((rc = hc_ranges_set (&v->ranges, s0, s1, 0, 0)) == 0)
-    hc_meta_record_range (v, s0, s1, 0, 0);
+  else if ((rc = hc_ranges_withdraw (&v->ranges, s0, s1, source)) == 0)
+    hc_meta_record_range (v, s0, s1, true, source, 0, 0);
   pthread_mutex_unlock (&v->lock);
   return rc;
 }
@@ -1394,11 +1400,18 @@ hc_volume_unadvise (hc_volume *v, uint64_t off, uint64_t len)
 int
 hc_volume_advise (hc_volume *v, uint64_t off, uint64_t len, struct hc_hint hint)
 {
+  return hc_volume_advise_from (v, off, len, hint, HC_SOURCE_ADMIN);
+}
+
+int
+hc_volume_advise_from (hc_volume *v, uint64_t off, uint64_t len, struct hc_hint hint,
+                       unsigned source)
+{
   uint64_t s0, s1, b0, b1;
   unsigned cls = HC_RANGE_KEEP, advice = HC_RANGE_KEEP;
   int rc = check_range (v, off, len);
 
-  if (rc < 0 || hc_hint_check (hint) < 0)
+  if (rc < 0 || hc_hint_check (hint) < 0 || source >= HC_SOURCE_COUNT)
     return -EINVAL;
   if (len == 0)
     return 0;
@@ -1423,11 +1436,11 @@ hc_volume_advise (hc_volume *v, uint64_t off, uint64_t len, struct hc_hint hint)
       pthread_mutex_unlock (&v->lock);
       return -EROFS;
     }
-    if ((rc = hc_ranges_set (&v->ranges, s0, s1, cls, advice)) < 0) {
+    if ((rc = hc_ranges_set (&v->ranges, s0, s1, cls, advice, source)) < 0) {
       pthread_mutex_unlock (&v->lock);
       return rc;
     }
-    hc_meta_record_range (v, s0, s1, cls, advice);
+    hc_meta_record_range (v, s0, s1, false, source, cls, advice);
     if (cls != HC_RANGE_KEEP)
       reclass_range (v, b0, b1, cls);
   }

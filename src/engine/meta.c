@@ -593,7 +593,7 @@ visit_ranges (hc_volume *v, uint64_t i, const uint8_t *s, void *arg)
   for (unsigned k = 0; k < n; k++) {
     const uint8_t *r = s + 16 + 16 * k;
     uint64_t start = get48 (r), len = get56 (r + 6);
-    if (hc_ranges_set (&v->ranges, start, start + len, r[13], r[14]) < 0) {
+    if (hc_ranges_set (&v->ranges, start, start + len, r[13], r[14], r[15]) < 0) {
       snprintf (L->why, L->whylen, "range sector %" PRIu64 " entry %u is invalid", i, k);
       return -EUCLEAN;
     }
@@ -615,9 +615,12 @@ apply_record (hc_volume *v, struct load *L, const uint8_t *r)
     v->table_dirty[c / HC_FMT_TABLE_PER_SECTOR / 8] |= 1u << (c / HC_FMT_TABLE_PER_SECTOR % 8);
     return 0;
   }
-  case HC_JREC_RANGE: {
-    uint64_t start = get48 (r + 3), len = get56 (r + 9);
-    if (len == 0 || hc_ranges_set (&v->ranges, start, start + len, r[1], r[2]) < 0)
+  case HC_JREC_RANGE:
+  case HC_JREC_WITHDRAW: {
+    uint64_t start = get48 (r + 3), len = get48 (r + 9);
+    if (len == 0
+        || (r[0] == HC_JREC_RANGE ? hc_ranges_set (&v->ranges, start, start + len, r[1], r[2], r[15])
+                                  : hc_ranges_withdraw (&v->ranges, start, start + len, r[15])) < 0)
       break;
     v->ranges_dirty = true;
     return 0;
@@ -861,15 +864,17 @@ hc_meta_record_block (hc_volume *v, uint32_t c)
 }
 
 void
-hc_meta_record_range (hc_volume *v, uint64_t start, uint64_t end, unsigned cls, unsigned advice)
+hc_meta_record_range (hc_volume *v, uint64_t start, uint64_t end, bool withdraw, unsigned src,
+                      unsigned cls, unsigned advice)
 {
   uint8_t *r = new_record (v);
 
-  r[0] = HC_JREC_RANGE;
+  r[0] = withdraw ? HC_JREC_WITHDRAW : HC_JREC_RANGE;
   r[1] = (uint8_t) cls;
   r[2] = (uint8_t) advice;
   put48 (r + 3, start);
-  put56 (r + 9, end - start);
+  put48 (r + 9, end - start);
+  r[15] = (uint8_t) src;
   v->ranges_dirty = true;
 }
 
@@ -932,6 +937,7 @@ encode_ranges (hc_volume *v, unsigned copy, uint8_t *buf)
     put56 (r + 6, p->end - p->start);
     r[13] = p->cls;
     r[14] = p->advice;
+    r[15] = p->src;
     hc_put16 (s + 4, (uint16_t) (i % HC_FMT_RANGE_PER_SECTOR + 1));
   }
   for (uint64_t i = 0; i < v->sb.range_sectors; i++) {

@@ -164,9 +164,11 @@ void hc_meta_check_other (hc_volume *v);
  * set of origins whose unmapping is not durable yet. */
 void hc_meta_record_block (hc_volume *v, uint32_t c);
 
-/* Appends a range-hint record (caller holds lock). */
-void hc_meta_record_range (hc_volume *v, uint64_t start, uint64_t end, unsigned cls,
-                           unsigned advice);
+/* Appends a record of what a range-hint change did (caller holds lock):
+ * hc_ranges_set by src (withdraw false) or hc_ranges_withdraw by src (then
+ * cls and advice are 0). */
+void hc_meta_record_range (hc_volume *v, uint64_t start, uint64_t end, bool withdraw,
+                           unsigned src, unsigned cls, unsigned advice);
 
 /* Commits the journal buffer (and checkpoints if asked or needed); see
  * format.h.  Takes commit_lock and lock itself. */
