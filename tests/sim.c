@@ -775,7 +775,8 @@ run_seed (uint64_t seed, unsigned phases, unsigned nclients)
   hook_new (R.sfault, io_point, (void *) 1, &R.slow);
   struct hc_format_opts fo = { .mode = (enum hc_mode) below (&rng, HC_MODE_COUNT),
                                .max_ranges = 64,
-                               .policy = below (&rng, 2) ? "hintaware" : "lru" };
+                               .policy = below (&rng, 2) ? "hintaware" : "lru",
+                               .checksums = below (&rng, 2) };
   if (hc_volume_format (R.fast, R.slow, &fo, why, sizeof why) < 0)
     fail_now ("format: %s", why);
   struct hc_open_opts oo = { .dirty_high = 10 + (unsigned) below (&rng, 80),

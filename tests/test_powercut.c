@@ -194,7 +194,7 @@ struct rig {
 static int
 rig_up (struct rig *r, unsigned mode, uint64_t seed, unsigned cache_blocks)
 {
-  struct hc_format_opts fo = { .mode = mode, .max_ranges = 64 };
+  struct hc_format_opts fo = { .mode = mode, .max_ranges = 64, .checksums = (seed >> 3) & 1 };
   struct hc_open_opts oo = { .no_cleaner = true };
   char why[200];
 

@@ -130,7 +130,7 @@ struct common {
 };
 
 enum { OPT_SLOW = 300, OPT_FAST, OPT_BLOCK, OPT_MODE, OPT_POLICY, OPT_RANGES, OPT_FORCE, OPT_DISCARD_DIRTY,
-       OPT_HINT, OPT_OUT, OPT_IN, OPT_PATTERN, OPT_FUA, OPT_SOCKET };
+       OPT_HINT, OPT_OUT, OPT_IN, OPT_PATTERN, OPT_FUA, OPT_SOCKET, OPT_CHECKSUMS };
 
 static const struct option vol_opts[] = {
   { "help", no_argument, NULL, 'h' },
@@ -143,6 +143,7 @@ static const struct option vol_opts[] = {
   { "max-ranges", required_argument, NULL, OPT_RANGES },
   { "force", no_argument, NULL, OPT_FORCE },
   { "discard-dirty", no_argument, NULL, OPT_DISCARD_DIRTY },
+  { "checksums", no_argument, NULL, OPT_CHECKSUMS },
   { "hint", required_argument, NULL, OPT_HINT },
   { "out", required_argument, NULL, OPT_OUT },
   { "in", required_argument, NULL, OPT_IN },
@@ -159,7 +160,7 @@ struct args {
   uint64_t block_size, max_ranges;
   const char *mode, *policy, *hint, *out, *in, *pattern;
   const char *socket; /* stats and clean only */
-  bool force, discard_dirty, fua;
+  bool force, discard_dirty, fua, checksums;
 };
 
 /* Parses options; returns -1 to go on, or an exit status. */
@@ -188,6 +189,7 @@ parse (const char *cmd, const char *usage, int argc, char **argv, struct args *a
     case OPT_POLICY: a->policy = optarg; break;
     case OPT_FORCE: a->force = true; break;
     case OPT_DISCARD_DIRTY: a->discard_dirty = true; break;
+    case OPT_CHECKSUMS: a->checksums = true; break;
     case OPT_HINT: a->hint = optarg; break;
     case OPT_OUT: a->out = optarg; break;
     case OPT_IN: a->in = optarg; break;
@@ -209,7 +211,8 @@ parse (const char *cmd, const char *usage, int argc, char **argv, struct args *a
  */
 static const char format_usage[] =
   "Usage: hintcache format --fast FILE --slow FILE [--block-size N] [--mode M]\n"
-  "                        [--policy P] [--max-ranges N] [--force [--discard-dirty]]\n"
+  "                        [--policy P] [--max-ranges N] [--checksums]\n"
+  "                        [--force [--discard-dirty]]\n"
   "\n"
   "Makes FILE (fast) a cache for FILE (slow): writes a superblock and empty metadata on\n"
   "the fast tier.  Nothing is written on the slow tier: the volume is all of it, with\n"
@@ -220,6 +223,10 @@ static const char format_usage[] =
   "  --mode M         writethrough (default), writeback, writearound, passthrough\n"
   "  --policy P       hintaware (default), lru, s3fifo, fifo, arc\n"
   "  --max-ranges N   range hints kept (default 65536)\n"
+  "  --checksums      checksum every cached block's data, verified on each read: a\n"
+  "                   corrupt clean copy is read from the slow tier instead and\n"
+  "                   dropped, a corrupt dirty one returns an I/O error (counted in\n"
+  "                   stats); never rewritten in place (costs: see the README)\n"
   "  --force          format over an existing volume that has no dirty data (refused\n"
   "                   while any block is not yet written back: see hintcache clean)\n"
   "  --discard-dirty  with --force: format over whatever the fast tier holds, even a\n"
@@ -254,6 +261,7 @@ cmd_format (int argc, char **argv)
   fo.block_size = (uint32_t) a.block_size;
   fo.policy = a.policy;
   fo.max_ranges = (uint32_t) a.max_ranges;
+  fo.checksums = a.checksums;
   fo.slow_path = realpath (a.c.slow, real) ? real : a.c.slow;
   if (a.discard_dirty && !a.force)
     return cli_usage (cmd, "--discard-dirty goes with --force");
@@ -354,6 +362,7 @@ json_stats_members (struct json *j, const struct hc_stats *st, bool stats)
     json_kv_uint (j, "flushes", st->flushes);
     json_kv_uint (j, "prefetched", st->prefetched);
     json_kv_uint (j, "fast_errors", st->errors_fast);
+    json_kv_uint (j, "checksum_errors", st->errors_checksum);
   }
   json_key (j, "classes");
   json_object_begin (j);
@@ -396,7 +405,8 @@ print_stats_text (const struct hc_stats *st)
   printf ("hint efficacy: %" PRIu64 " of %" PRIu64 " hits on blocks a hint admitted or "
           "protected (%.1f%%)\n", hint_hits, hits, hits ? 100.0 * hint_hits / hits : 0.0);
   printf ("commits %" PRIu64 ", flushes %" PRIu64 ", prefetched %" PRIu64 ", fast-tier errors %"
-          PRIu64 "\n", st->commits, st->flushes, st->prefetched, st->errors_fast);
+          PRIu64 ", checksum errors %" PRIu64 "\n", st->commits, st->flushes, st->prefetched,
+          st->errors_fast, st->errors_checksum);
 }
 
 /* Asks a live volume for its statistics.  Returns 0 or an exit status
@@ -498,6 +508,7 @@ show (const char *cmd, const char *usage, int argc, char **argv, bool stats)
     json_kv_bool (&j, "slow_fingerprint_checked", in.slow_fingerprint);
     json_kv_uint (&j, "format_version", in.format_version);
     json_kv_uint (&j, "block_size", in.block_size);
+    json_kv_bool (&j, "checksums", in.checksums);
     json_kv_uint (&j, "cache_blocks", in.nblocks);
     json_kv_uint (&j, "volume_bytes", in.volume_size);
     json_kv_string (&j, "mode", hc_mode_name (in.mode));
@@ -522,7 +533,8 @@ show (const char *cmd, const char *usage, int argc, char **argv, bool stats)
     printf ("geometry    %u cache blocks of %u bytes (%.1f MiB) for %.1f MiB; format v%u\n",
             in.nblocks, in.block_size, in.nblocks * (double) in.block_size / 1048576,
             in.volume_size / 1048576.0, in.format_version);
-    printf ("mode        %s, policy %s\n", hc_mode_name (in.mode), in.policy);
+    printf ("mode        %s, policy %s%s\n", hc_mode_name (in.mode), in.policy,
+            in.checksums ? ", data checksums" : "");
     printf ("state       %s; %" PRIu64 " journal sectors to replay; %u range hints\n",
             in.was_clean ? "closed cleanly" : "not closed cleanly", in.replayed, in.range_hints);
     if (in.sb_damaged)

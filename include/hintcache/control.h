@@ -132,7 +132,8 @@ void hc_control_close (hc_control_client *c);
 
 /* Writes s as space-separated KEY=VALUE words in decimal into buf[len],
  * NUL-terminated: first the volume's counters, always (cache_blocks,
- * free_blocks, pending_blocks, commits, flushes, prefetched, errors_fast),
+ * free_blocks, pending_blocks, commits, flushes, prefetched, errors_fast,
+ * errors_checksum),
  * then each class's counters that are not zero: CLASS.OP.hits,
  * CLASS.OP.misses, CLASS.OP.admissions, CLASS.OP.bytes,
  * CLASS.OP.bypass.REASON (OP read or write, REASON as hc_bypass_name),

@@ -57,6 +57,9 @@ struct hc_stats {
   uint64_t flushes;        /* client flushes */
   uint64_t prefetched;     /* blocks brought in by willneed */
   uint64_t errors_fast;    /* fast-tier errors survived */
+  uint64_t errors_checksum; /* cached blocks whose data failed its checksum (clean ones
+                             * were read from the slow tier and dropped; dirty ones
+                             * returned EIO) */
 };
 
 /* Returns the name of a bypass reason ("sequential"), or NULL. */

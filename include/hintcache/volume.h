@@ -78,6 +78,9 @@ struct hc_format_opts {
   const char *slow_path;  /* recorded so tools can find the slow tier */
   uint32_t max_ranges;    /* range hints kept; default 65536 */
   enum hc_format_over over; /* default HC_FORMAT_NEW */
+  bool checksums;         /* checksum every cached block's data, verified on each read of
+                           * it (silent corruption of the fast tier, lost or misdirected
+                           * writes there are detected, not served); default off */
 };
 
 /* Formats a volume: a superblock and empty metadata on the fast tier.  The
@@ -210,6 +213,7 @@ struct hc_volume_info {
   char policy[16];
   char slow_path[201];
   char slow_identity[64];  /* the slow tier's device name at format, "" if none */
+  bool checksums;          /* cached data is checksummed (hc_format_opts.checksums) */
   bool slow_fingerprint;   /* the open compared the slow tier's sampled sectors (only
                             * possible after a clean close; else size and name only) */
   bool was_clean;          /* the last close was clean (no replay needed) */

@@ -3,6 +3,7 @@
  *   nbdkit hintcache fast=FAST [slow=SLOW] [mode=M] [format=true|force|discard]
  *                    [policy=P] [block-size=N] [control=SOCKET] [classes=FILE]
  *                    [seq-cutoff=SIZE] [direct=true] [slow-timeout=SECONDS]
+ *                    [checksums=true]
  *
  * The volume's two tiers are FAST (a file or block device: the flash) and
  * SLOW (a file, a block device, or an NBD URI such as
@@ -50,6 +51,7 @@
 static struct {
   char *fast, *slow, *control, *classes_file, *policy;
   bool direct;
+  int checksums;         /* 0 not given, 1 false, 2 true (applies when formatting) */
   int format;            /* 0 no, 1 if missing, 2 force (no dirty data), 3 discard */
   bool mode_set;
   enum hc_mode mode;
@@ -128,11 +130,14 @@ hc_config (const char *key, const char *value)
     }
     return 0;
   }
-  if (strcmp (key, "direct") == 0) {
+  if (strcmp (key, "direct") == 0 || strcmp (key, "checksums") == 0) {
     int b = nbdkit_parse_bool (value);
     if (b < 0)
       return -1;
-    cfg.direct = b;
+    if (key[0] == 'd')
+      cfg.direct = b;
+    else
+      cfg.checksums = b + 1;
     return 0;
   }
   if (strcmp (key, "block-size") == 0 || strcmp (key, "seq-cutoff") == 0) {
@@ -185,6 +190,7 @@ hc_config_complete (void)
   "                    volume with no dirty data (force), or whatever it holds (discard)\n" \
   "policy=NAME         replacement policy when formatting: hintaware, lru, s3fifo, ...\n" \
   "block-size=N        cache block size when formatting (4K ... 64K, default 4K)\n"     \
+  "checksums=true      when formatting: checksum every cached block, verified on read\n" \
   "control=SOCKET      serve the control socket (range hints, stats) at SOCKET\n"       \
   "classes=FILE        class attributes (CLASS.ATTRIBUTE = VALUE lines)\n"              \
   "seq-cutoff=SIZE     sequential run length before bypass (default 4M, 0 = never)\n"   \
@@ -242,7 +248,7 @@ hc_get_ready (void)
                                                 HC_FORMAT_DISCARD };
     struct hc_format_opts fo = { .block_size = cfg.block_size, .mode = cfg.mode,
                                  .policy = cfg.policy, .slow_path = slow,
-                                 .over = over[cfg.format] };
+                                 .over = over[cfg.format], .checksums = cfg.checksums == 2 };
     rc = hc_volume_format (fast_tier, slow_tier, &fo, why, sizeof why);
     if (rc < 0 && (cfg.format > 1 || rc != -EEXIST)) {
       nbdkit_error ("formatting %s: %s", cfg.fast, why);
@@ -253,8 +259,8 @@ hc_get_ready (void)
     else
       nbdkit_debug ("%s holds a volume (%s): opening it", cfg.fast, why);
   }
-  if (rc < 0 && (cfg.policy || cfg.block_size)) {
-    nbdkit_error ("policy= and block-size= apply when formatting (add format=force to "
+  if (rc < 0 && (cfg.policy || cfg.block_size || cfg.checksums)) {
+    nbdkit_error ("policy=, block-size= and checksums= apply when formatting (add format=force to "
                   "reformat, losing the cache's contents)");
     return -1;
   }

@@ -123,6 +123,7 @@ global_field (struct hc_stats *s, unsigned i, const char **name)
   case 4: *name = "flushes"; return &s->flushes;
   case 5: *name = "prefetched"; return &s->prefetched;
   case 6: *name = "errors_fast"; return &s->errors_fast;
+  case 7: *name = "errors_checksum"; return &s->errors_checksum;
   default: return NULL;
   }
 }

@@ -85,6 +85,21 @@
  * same with class and advice 0: hc_ranges_withdraw, which clears only that
  * source's pieces).  A range-hint sector holds up to 31 pieces of 16 bytes
  * after a 16-byte header: start (6), count (7), class, advice, source.
+ *
+ * Data checksums (HC_FEAT_SUMS, chosen at format): each cache block's data
+ * has a 32-bit checksum and a 32-bit generation (the volume's count of
+ * block writes when it was written), kept as one 8-byte word (checksum in
+ * the low half; 0: none) in a second half of the table — table sector
+ * T + i holds the words of the blocks whose entries are in sector i, T
+ * being the number of entry sectors — and journaled as SUM records (type
+ * 4, cache block (4 at 4), checksum (4 at 8), generation (4 at 12)) with
+ * the MAP record of every data write.  The checksum is XXH3 of the data
+ * seeded with the cache's seed, the origin, the cache block and the
+ * generation, so data that a lost write left behind (an older version, or
+ * another block's), or that a misdirected write put there, does not match.
+ * A block is never rewritten in place with checksums on: a new version
+ * goes to a free block, so the checksum that is durable always describes
+ * data that is durable too.
  */
 #ifndef HC_ENGINE_FORMAT_H
 #define HC_ENGINE_FORMAT_H
@@ -107,7 +122,7 @@
 #define HC_FMT_STATS_SECTORS 8u     /* lifetime statistics, 63 counters per sector */
 
 /* Journal record types. */
-enum { HC_JREC_MAP = 1, HC_JREC_RANGE = 2, HC_JREC_WITHDRAW = 3 };
+enum { HC_JREC_MAP = 1, HC_JREC_RANGE = 2, HC_JREC_WITHDRAW = 3, HC_JREC_SUM = 4 };
 /* Journal sector flags. */
 #define HC_JFLAG_END 1u
 #define HC_JFLAG_FIRST 2u /* the first sector of a commit */
@@ -118,6 +133,10 @@ enum { HC_JREC_MAP = 1, HC_JREC_RANGE = 2, HC_JREC_WITHDRAW = 3 };
 /* Superblock flags. */
 #define HC_SB_CLEAN 1u /* closed cleanly: nothing to replay, both checkpoint copies agree */
 #define HC_SB_FP 2u    /* with CLEAN: slow_fp is the slow tier's fingerprint as it is now */
+
+/* Features, chosen at format. */
+#define HC_FEAT_SUMS 1u /* every cached block's data has a checksum (see "Data checksums") */
+#define HC_FEAT_KNOWN HC_FEAT_SUMS
 
 static inline void hc_put16 (uint8_t *p, uint16_t v) { p[0] = v; p[1] = v >> 8; }
 static inline void hc_put32 (uint8_t *p, uint32_t v) { for (int i = 0; i < 4; i++) p[i] = v >> (8 * i); }
@@ -151,6 +170,7 @@ struct hc_super {
   char slow_path[HC_FMT_PATH_MAX + 1]; /* where the slow tier was at format */
   char slow_id[HC_FMT_ID_MAX + 1];     /* its device name, "" if none (hc_tier_identity) */
   uint64_t slow_fp;         /* its fingerprint at the last clean close (HC_SB_FP) */
+  uint32_t features;        /* HC_FEAT_* */
 };
 
 /* Superblock field offsets within its sector. */
@@ -160,8 +180,17 @@ enum {
   SB_TABLE_OFF = 88, SB_TABLE_SECT = 96, SB_RANGE_OFF = 104, SB_RANGE_SECT = 112,
   SB_JOURNAL_OFF = 120, SB_JOURNAL_SECT = 128, SB_DATA_OFF = 136, SB_MODE = 144, SB_POLICY = 148,
   SB_REPLAY_SEQ = 152, SB_REPLAY_POS = 160, SB_PATH = 168, SB_STATS_OFF = 368,
-  SB_COPY_STRIDE = 376, SB_COPY = 384, SB_SLOW_FP = 392, SB_SLOW_ID = 400, SB_CSUM = 504,
+  SB_COPY_STRIDE = 376, SB_COPY = 384, SB_SLOW_FP = 392, SB_SLOW_ID = 400,
+  SB_FEATURES = 464, SB_CSUM = 504,
 };
+
+/* Table sectors holding entries (the first ones; with HC_FEAT_SUMS as many
+ * again follow, holding checksum words). */
+static inline uint64_t
+hc_sb_entry_sectors (const struct hc_super *sb)
+{
+  return (sb->nblocks + HC_FMT_TABLE_PER_SECTOR - 1) / HC_FMT_TABLE_PER_SECTOR;
+}
 
 /* Where region `off0` (given for checkpoint copy 0) is in copy `copy`. */
 static inline uint64_t

@@ -36,6 +36,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <xxhash.h>
 
 #include "vol.h"
 
@@ -61,6 +62,48 @@ static inline void
 unpin (hc_volume *v, uint32_t c)
 {
   atomic_fetch_sub_explicit (&v->pins[c], 1, memory_order_acq_rel);
+}
+
+/* Data checksums (HC_FEAT_SUMS; format.h).  The word of block c changes
+ * only when new data is written into c, which is free or exclusively its
+ * writer's then; readers of c have it pinned, so it cannot change under
+ * them, but it is read and written atomically all the same. */
+
+/* The checksum word of data for origin `blk` in cache block c. */
+static uint64_t
+block_sum (hc_volume *v, uint32_t c, uint64_t blk, uint32_t gen, const uint8_t *data)
+{
+  uint64_t seed = v->seed ^ blk * UINT64_C (0x9e3779b97f4a7c15) ^ (uint64_t) c << 40 ^ gen;
+  uint32_t sum = (uint32_t) XXH3_64bits_withSeed (data, v->bs, seed);
+  return (uint64_t) gen << 32 | (sum ? sum : 1); /* 0 means none */
+}
+
+/* Block c now holds `data` for origin blk: a new generation, its checksum,
+ * and the record of it (caller holds lock; nothing without checksums). */
+static void
+set_sum (hc_volume *v, uint32_t c, uint64_t blk, const uint8_t *data)
+{
+  if (!v->sum)
+    return;
+  __atomic_store_n (&v->sum[c], block_sum (v, c, blk, ++v->sum_gen, data), __ATOMIC_RELAXED);
+  hc_meta_record_sum (v, c);
+}
+
+/* Whether `data`, read from block c (pinned, mapping blk), is what was
+ * written there; with `count`, counts a mismatch (takes the lock). */
+static bool
+sum_ok (hc_volume *v, uint32_t c, uint64_t blk, const uint8_t *data, bool count)
+{
+  uint64_t w = v->sum ? __atomic_load_n (&v->sum[c], __ATOMIC_RELAXED) : 0;
+
+  if (w == 0 || block_sum (v, c, blk, (uint32_t) (w >> 32), data) == w)
+    return true;
+  if (!count)
+    return false;
+  hc_lock (&v->lock);
+  v->dir.stats.errors_checksum++;
+  pthread_mutex_unlock (&v->lock);
+  return false;
 }
 
 bool
@@ -276,12 +319,22 @@ bounce_buf (hc_volume *v, struct req *r)
  * a clean copy failed: the caller then gives up its stripe, if it holds it,
  * and calls read_around. */
 static int
-read_cached (hc_volume *v, uint32_t c, bool dirty, uint32_t boff, uint32_t blen, uint8_t *dst,
-             struct req *r)
+read_cached (hc_volume *v, uint64_t blk, uint32_t c, bool dirty, uint32_t boff, uint32_t blen,
+             uint8_t *dst, struct req *r)
 {
   int rc;
 
-  if (!((boff | blen) & (HC_SECTOR_SIZE - 1)))
+  if (v->sum) { /* the whole block, to verify it (into dst when it is one) */
+    uint8_t *b = blen == v->bs ? dst : bounce_buf (v, r) ? r->bounce : NULL;
+    if (!b)
+      rc = -ENOMEM;
+    else if ((rc = hc_tier_read (v->fast, b, v->bs, fast_off (v, c))) == 0
+             && !sum_ok (v, c, blk, b, true)) {
+      unpin (v, c);
+      return dirty ? -EIO : 1; /* a clean copy: the slow tier has the data */
+    } else if (rc == 0 && b != dst)
+      memcpy (dst, b + boff, blen);
+  } else if (!((boff | blen) & (HC_SECTOR_SIZE - 1)))
     rc = hc_tier_read (v->fast, dst, blen, fast_off (v, c) + boff);
   else if (!bounce_buf (v, r))
     rc = -ENOMEM;
@@ -377,7 +430,7 @@ read_block (hc_volume *v, uint64_t blk, uint32_t boff, uint32_t blen, uint8_t *d
     bool dirty = (v->dir.map.blk[c].meta & HC_M_DIRTY) != 0;
     pin (v, c);
     pthread_mutex_unlock (&v->lock);
-    rc = read_cached (v, c, dirty, boff, blen, dst, r);
+    rc = read_cached (v, blk, c, dirty, boff, blen, dst, r);
     if (striped)
       pthread_rwlock_unlock (stripe (v, blk));
     return rc <= 0 ? rc : read_around (v, blk, c, boff, blen, dst, r);
@@ -412,6 +465,7 @@ read_block (hc_volume *v, uint64_t blk, uint32_t boff, uint32_t blen, uint8_t *d
        * stripe shared): keep theirs, give ours back. */
     } else {
       hc_meta_record_block (v, newc);
+      set_sum (v, newc, blk, b);
       v->dir.stats.cls[a.hint.cls].flash_bytes_written += v->bs;
     }
     bool commit_now = false;
@@ -436,6 +490,19 @@ from_slow:
  * or is being rewritten in place: read_block takes that one.  Returns the
  * blocks read, or a negative errno. */
 #define READ_BATCH 256 /* 1 MiB of 4 KiB blocks */
+
+/* Whether blocks [i, j) of a run read into dst (block x of the request at
+ * dst + x·bs, mapping blk + x) pass their checksums (uncounted: a failed
+ * run is read again block by block, which counts). */
+static bool
+run_sums_ok (hc_volume *v, uint64_t blk, const uint32_t *cs, const uint8_t *dst, unsigned i,
+             unsigned j)
+{
+  for (unsigned x = i; x < j && v->sum; x++)
+    if (!sum_ok (v, cs[x], blk + x, dst + ((size_t) x << v->bshift), false))
+      return false;
+  return true;
+}
 
 static long
 read_hits (hc_volume *v, uint64_t blk, unsigned n, uint8_t *dst, struct req *r)
@@ -475,7 +542,8 @@ read_hits (hc_volume *v, uint64_t blk, unsigned n, uint8_t *dst, struct req *r)
       ;
     if (rc == 0
         && hc_tier_read (v->fast, dst + ((size_t) i << v->bshift), (size_t) (j - i) << v->bshift,
-                         fast_off (v, cs[i])) == 0) {
+                         fast_off (v, cs[i])) == 0
+        && run_sums_ok (v, blk, cs, dst, i, j)) {
       for (unsigned x = i; x < j; x++)
         unpin (v, cs[x]);
       continue;
@@ -484,7 +552,8 @@ read_hits (hc_volume *v, uint64_t blk, unsigned n, uint8_t *dst, struct req *r)
      * would, so that a clean block's error falls back to the slow tier. */
     for (unsigned x = i; x < j; x++) {
       uint8_t *d = dst + ((size_t) x << v->bshift);
-      int e = rc ? (unpin (v, cs[x]), 0) : read_cached (v, cs[x], dirty[x], 0, v->bs, d, r);
+      int e = rc ? (unpin (v, cs[x]), 0)
+                 : read_cached (v, blk + x, cs[x], dirty[x], 0, v->bs, d, r);
       if (e == 1)
         e = read_around (v, blk + x, cs[x], 0, v->bs, d, r);
       if (e < 0 && rc == 0)
@@ -620,7 +689,7 @@ write_block (hc_volume *v, uint64_t blk, uint32_t boff, uint32_t blen, const uin
      * stripe keeps it mapped to blk. */
     pin (v, c);
     const bool go_around = around (v, r);
-    if (old_dirty && full && mode == HC_MODE_WRITEBACK && !go_around
+    if (old_dirty && full && mode == HC_MODE_WRITEBACK && !go_around && !v->sum
         && hc_meta_class (v->dir.map.blk[c].meta) == a.hint.cls
         && !(v->dir.map.blk[c].meta & HC_M_FUA)
         && atomic_load_explicit (&v->pins[c], memory_order_acquire) == 1) {
@@ -661,6 +730,8 @@ write_block (hc_volume *v, uint64_t blk, uint32_t boff, uint32_t blen, const uin
       if (!full) {
         pthread_mutex_unlock (&v->lock);
         rc = hc_tier_read (v->fast, bounce, v->bs, fast_off (v, c));
+        if (rc == 0 && !sum_ok (v, c, blk, bounce, true))
+          rc = -EIO;
         hc_lock (&v->lock);
         if (rc < 0 && old_dirty) {
           v->dir.stats.errors_fast++;
@@ -731,6 +802,8 @@ write_block (hc_volume *v, uint64_t blk, uint32_t boff, uint32_t blen, const uin
       image = src;
     } else {
       rc = hc_tier_read (v->fast, bounce, v->bs, fast_off (v, c));
+      if (rc == 0 && !sum_ok (v, c, blk, bounce, true))
+        rc = -EIO;
       if (rc < 0 && !old_dirty)
         rc = hc_tier_read (v->slow, bounce, v->bs, blk << v->bshift);
       if (rc == 0) {
@@ -768,6 +841,7 @@ write_block (hc_volume *v, uint64_t blk, uint32_t boff, uint32_t blen, const uin
     if (dirty_new)
       hc_dir_set_dirty (&v->dir, newc, a.hint.cls);
     hc_meta_record_block (v, newc);
+    set_sum (v, newc, blk, image);
     v->dir.stats.cls[a.hint.cls].flash_bytes_written += v->bs;
     note_fua (v, newc, flags);
     pthread_mutex_unlock (&v->lock);
@@ -871,6 +945,7 @@ flush_batch (hc_volume *v, struct batch *bt, struct req *r, bool *commit_after)
       if (!failed) {
         hc_dir_set_dirty (&v->dir, d->newc, d->a.hint.cls);
         hc_meta_record_block (v, d->newc);
+        set_sum (v, d->newc, d->a.origin, d->src);
         v->dir.stats.cls[d->a.hint.cls].flash_bytes_written += v->bs;
         note_fua (v, d->newc, bt->flags);
       }
@@ -1229,18 +1304,19 @@ hc_vol_prefetch_block (hc_volume *v, uint64_t blk, struct hc_hint hint)
     rc = -ENOMEM;
   else if ((rc = hc_tier_read (v->slow, buf, v->bs, blk << v->bshift)) == 0)
     rc = hc_tier_write (v->fast, buf, v->bs, fast_off (v, c), 0);
-  free (buf);
   hc_lock (&v->lock);
   if (rc < 0) {
     untake (v, c);
   } else if (install (v, c, &a)) {
     v->dir.map.blk[c].meta |= HC_M_HINTED;
     hc_meta_record_block (v, c);
+    set_sum (v, c, blk, buf);
     v->dir.stats.prefetched++;
     v->dir.stats.cls[a.hint.cls].flash_bytes_written += v->bs;
   }
   pthread_mutex_unlock (&v->lock);
   pthread_rwlock_unlock (stripe (v, blk));
+  free (buf);
   return rc < 0 ? rc : 1;
 }
 
@@ -1293,7 +1369,8 @@ hc_vol_writeback (hc_volume *v, uint32_t c, bool try)
   if (!(buf = aligned_alloc (4096, v->bs)))
     rc = -ENOMEM;
   else if ((rc = hc_tier_read (v->fast, buf, v->bs, fast_off (v, c))) == 0)
-    rc = hc_tier_write (v->slow, buf, v->bs, blk << v->bshift, 0);
+    rc = sum_ok (v, c, blk, buf, true) ? hc_tier_write (v->slow, buf, v->bs, blk << v->bshift, 0)
+                                       : -EIO; /* never spread a corrupt copy */
   free (buf);
   hc_lock (&v->lock);
   unpin (v, c);

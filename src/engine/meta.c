@@ -84,6 +84,7 @@ hc_sb_encode (const struct hc_super *sb, uint8_t s[HC_FMT_SECTOR])
   hc_put32 (s + SB_COPY, sb->copy);
   memcpy (s + SB_PATH, sb->slow_path, strnlen (sb->slow_path, HC_FMT_PATH_MAX));
   hc_put64 (s + SB_SLOW_FP, sb->slow_fp);
+  hc_put32 (s + SB_FEATURES, sb->features);
   memcpy (s + SB_SLOW_ID, sb->slow_id, strnlen (sb->slow_id, HC_FMT_ID_MAX));
   hc_put64 (s + SB_CSUM, XXH3_64bits (s, SB_CSUM));
 }
@@ -123,6 +124,7 @@ hc_sb_decode (const uint8_t s[HC_FMT_SECTOR], struct hc_super *sb)
   memcpy (sb->slow_path, s + SB_PATH, HC_FMT_PATH_MAX);
   sb->slow_path[HC_FMT_PATH_MAX] = '\0';
   sb->slow_fp = hc_get64 (s + SB_SLOW_FP);
+  sb->features = hc_get32 (s + SB_FEATURES);
   memcpy (sb->slow_id, s + SB_SLOW_ID, HC_FMT_ID_MAX);
   sb->slow_id[HC_FMT_ID_MAX] = '\0';
   return 0;
@@ -149,7 +151,8 @@ sb_sane (const struct hc_super *sb)
     return -EUCLEAN;
   if (bs < 4096 || bs > 65536 || (bs & (bs - 1)) || sb->nblocks == 0 || sb->nblocks > (1u << 31)
       || sb->mode >= HC_MODE_COUNT || sb->policy >= HC_POLICY_COUNT
-      || sb->table_sectors < (sb->nblocks + HC_FMT_TABLE_PER_SECTOR - 1) / HC_FMT_TABLE_PER_SECTOR
+      || (sb->features & ~HC_FEAT_KNOWN)
+      || sb->table_sectors < hc_sb_entry_sectors (sb) * ((sb->features & HC_FEAT_SUMS) ? 2 : 1)
       || sb->journal_sectors == 0 || sb->replay_pos >= sb->journal_sectors
       || sb->range_off < sb->table_off + sb->table_sectors * HC_FMT_SECTOR
       || sb->stats_off < sb->range_off + sb->range_sectors * HC_FMT_SECTOR
@@ -290,7 +293,7 @@ layout (struct hc_super *sb, uint64_t n, uint32_t bs, uint32_t max_ranges)
 {
   sb->nblocks = (uint32_t) n;
   sb->table_off = HC_FMT_TABLE_OFF;
-  sb->table_sectors = (n + HC_FMT_TABLE_PER_SECTOR - 1) / HC_FMT_TABLE_PER_SECTOR;
+  sb->table_sectors = hc_sb_entry_sectors (sb) * ((sb->features & HC_FEAT_SUMS) ? 2 : 1);
   sb->range_off = align_up (sb->table_off + sb->table_sectors * HC_FMT_SECTOR, 4096);
   sb->range_sectors = (max_ranges + HC_FMT_RANGE_PER_SECTOR - 1) / HC_FMT_RANGE_PER_SECTOR;
   sb->stats_off = align_up (sb->range_off + sb->range_sectors * HC_FMT_SECTOR, 4096);
@@ -376,6 +379,7 @@ hc_meta_format (hc_tier *fast, hc_tier *slow, const struct hc_format_opts *o, bo
   }
 
   sb.version = HC_FMT_VERSION;
+  sb.features = o->checksums ? HC_FEAT_SUMS : 0;
   sb.block_size = bs;
   sb.mode = o->mode;
   sb.policy = (uint32_t) policy;
@@ -483,6 +487,7 @@ stats_walk (struct hc_stats *st, uint64_t *flat, bool to_flat)
   X (st->flushes);
   X (st->prefetched);
   X (st->errors_fast);
+  X (st->errors_checksum);
 #undef X
   return n;
 }
@@ -558,6 +563,7 @@ read_region (hc_volume *v, const char *what, uint64_t off, uint64_t count, unsig
  * the directory. */
 struct load {
   uint64_t *entry;
+  uint64_t *sum;   /* checksum words (HC_FEAT_SUMS), or NULL */
   char *why;
   size_t whylen;
 };
@@ -566,6 +572,12 @@ static int
 visit_table (hc_volume *v, uint64_t i, const uint8_t *s, void *arg)
 {
   struct load *L = arg;
+  const uint64_t t = hc_sb_entry_sectors (&v->sb);
+  uint64_t *into = L->entry;
+  if (L->sum && i >= t) { /* a sector of checksum words */
+    into = L->sum;
+    i -= t;
+  }
   for (unsigned k = 0; k < HC_FMT_TABLE_PER_SECTOR; k++) {
     uint64_t c = i * HC_FMT_TABLE_PER_SECTOR + k;
     uint64_t e = hc_get64 (s + 8 + 8 * k);
@@ -576,7 +588,7 @@ visit_table (hc_volume *v, uint64_t i, const uint8_t *s, void *arg)
       }
       continue;
     }
-    L->entry[c] = e;
+    into[c] = e;
   }
   return 0;
 }
@@ -612,7 +624,15 @@ apply_record (hc_volume *v, struct load *L, const uint8_t *r)
     if (c >= v->sb.nblocks || (e & ~HC_FMT_ENTRY_MASK))
       break;
     L->entry[c] = e;
-    v->table_dirty[c / HC_FMT_TABLE_PER_SECTOR / 8] |= 1u << (c / HC_FMT_TABLE_PER_SECTOR % 8);
+    hc_meta_mark_table (v, c);
+    return 0;
+  }
+  case HC_JREC_SUM: {
+    uint32_t c = hc_get32 (r + 4);
+    if (!L->sum || c >= v->sb.nblocks)
+      break;
+    L->sum[c] = hc_get64 (r + 8);
+    hc_meta_mark_table (v, c);
     return 0;
   }
   case HC_JREC_RANGE:
@@ -739,6 +759,11 @@ hc_meta_load (hc_volume *v, char *why, size_t whylen)
   int rc;
 
   L.entry = calloc (v->sb.nblocks, sizeof *L.entry);
+  if ((v->sb.features & HC_FEAT_SUMS) && !(v->sum = calloc (v->sb.nblocks, sizeof *v->sum))) {
+    free (L.entry);
+    return -ENOMEM;
+  }
+  L.sum = v->sum;
   if (!L.entry)
     return -ENOMEM;
   if (!v->any_slow && (rc = check_slow (v, why, whylen)) < 0)
@@ -766,6 +791,10 @@ hc_meta_load (hc_volume *v, char *why, size_t whylen)
   /* Build the directory; check the invariants on the way. */
   for (uint32_t c = 0; c < v->sb.nblocks; c++) {
     uint64_t e = L.entry[c];
+    if (v->sum && !(e & HC_M_VALID))
+      v->sum[c] = 0;
+    else if (v->sum && (uint32_t) (v->sum[c] >> 32) > v->sum_gen)
+      v->sum_gen = (uint32_t) (v->sum[c] >> 32);
     if (!(e & HC_M_VALID)) {
       if (e != 0) {
         snprintf (why, whylen, "block %u has an entry but is not valid", c);
@@ -860,7 +889,29 @@ hc_meta_record_block (hc_volume *v, uint32_t c)
   hc_put64 (r + 8, (w & HC_M_VALID) ? w & HC_FMT_ENTRY_MASK : 0);
   if ((w & HC_M_FORMER) && hc_u64set_add (&v->unmapped, hc_meta_origin (w)) < 0)
     abort (); /* as for records: the change is already made in RAM */
-  v->table_dirty[c / HC_FMT_TABLE_PER_SECTOR / 8] |= 1u << (c / HC_FMT_TABLE_PER_SECTOR % 8);
+  hc_meta_mark_table (v, c);
+}
+
+void
+hc_meta_mark_table (hc_volume *v, uint32_t c)
+{
+  uint64_t i = c / HC_FMT_TABLE_PER_SECTOR;
+  v->table_dirty[i / 8] |= 1u << (i % 8);
+  if (v->sum) {
+    i += hc_sb_entry_sectors (&v->sb);
+    v->table_dirty[i / 8] |= 1u << (i % 8);
+  }
+}
+
+void
+hc_meta_record_sum (hc_volume *v, uint32_t c)
+{
+  uint8_t *r = new_record (v);
+
+  r[0] = HC_JREC_SUM;
+  hc_put32 (r + 4, c);
+  hc_put64 (r + 8, v->sum[c]);
+  hc_meta_mark_table (v, c);
 }
 
 void
@@ -908,14 +959,16 @@ hc_meta_write_sb (hc_volume *v, bool clean)
 static void
 encode_table_sector (hc_volume *v, unsigned copy, uint64_t i, uint8_t *s)
 {
+  const uint64_t t = hc_sb_entry_sectors (&v->sb);
+  const bool sums = v->sum && i >= t;
   memset (s, 0, HC_FMT_SECTOR);
   hc_put32 (s + 4, (uint32_t) i);
   for (unsigned k = 0; k < HC_FMT_TABLE_PER_SECTOR; k++) {
-    uint64_t c = i * HC_FMT_TABLE_PER_SECTOR + k;
+    uint64_t c = (sums ? i - t : i) * HC_FMT_TABLE_PER_SECTOR + k;
     if (c >= v->sb.nblocks)
       break;
     uint64_t w = v->dir.map.blk[c].meta;
-    hc_put64 (s + 8 + 8 * k, (w & HC_M_VALID) ? w & HC_FMT_ENTRY_MASK : 0);
+    hc_put64 (s + 8 + 8 * k, !(w & HC_M_VALID) ? 0 : sums ? v->sum[c] : w & HC_FMT_ENTRY_MASK);
   }
   hc_put32 (s, hc_meta_csum (s, 0, v->seed,
                              hc_sb_copy_off (&v->sb, v->sb.table_off, copy) / HC_FMT_SECTOR + i));

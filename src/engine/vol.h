@@ -63,6 +63,9 @@ struct hc_volume {
   uint64_t nslow;              /* blocks in the volume */
   struct hc_open_opts opts;
   uint64_t seed;               /* checksum seed, from the cache UUID */
+  uint64_t *sum;               /* HC_FEAT_SUMS: each cache block's checksum word (format.h);
+                                * else NULL */
+  uint32_t sum_gen;            /* the last generation given to a block write */
 
   pthread_mutex_t lock;
   struct hc_directory dir;
@@ -163,6 +166,14 @@ void hc_meta_check_other (hc_volume *v);
  * says (caller holds lock).  An unmapped block's former origin joins the
  * set of origins whose unmapping is not durable yet. */
 void hc_meta_record_block (hc_volume *v, uint32_t c);
+
+/* Marks the table sectors that hold block c's entry (and checksum word) as
+ * changed since the last checkpoint (caller holds lock). */
+void hc_meta_mark_table (hc_volume *v, uint32_t c);
+
+/* Appends a record that block c's data now has checksum word v->sum[c]
+ * (caller holds lock; HC_FEAT_SUMS only). */
+void hc_meta_record_sum (hc_volume *v, uint32_t c);
 
 /* Appends a record of what a range-hint change did (caller holds lock):
  * hc_ranges_set by src (withdraw false) or hc_ranges_withdraw by src (then

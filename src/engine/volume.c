@@ -130,6 +130,7 @@ destroy (hc_volume *v)
   free (v->jbuf);
   free (v->table_dirty);
   free (v->table_prev);
+  free (v->sum);
   free (v->prefetch);
   hc_u64set_free (&v->unmapped);
   hc_u64set_free (&v->unmapped_committing);
@@ -382,6 +383,7 @@ hc_volume_get_info (const hc_volume *v, struct hc_volume_info *out)
   snprintf (out->slow_path, sizeof out->slow_path, "%s", v->sb.slow_path);
   snprintf (out->slow_identity, sizeof out->slow_identity, "%s", v->sb.slow_id);
   out->slow_fingerprint = v->slow_fp_checked;
+  out->checksums = v->sum != NULL;
   out->was_clean = v->was_clean;
   out->replayed = v->replayed;
   out->ram_bytes = hc_dir_bytes (&v->dir) + v->sb.nblocks * sizeof *v->pins;
