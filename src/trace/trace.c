@@ -372,9 +372,19 @@ hc_trace_fill (struct hc_trace *t, size_t need)
     t->pos = 0;
     t->fill = have;
   }
-  while (t->fill < need && !t->eof && t->fill < HC_TRACE_BUF) {
+  /* A refill means more input than the buffer held: let it grow. */
+  if (t->cap < HC_TRACE_BUF && (t->refilled || need > t->cap)) {
+    size_t cap = t->cap * 2 > HC_TRACE_BUF ? HC_TRACE_BUF : t->cap * 2;
+    char *b = realloc (t->buf, cap + 1);
+    if (b) {
+      t->buf = b;
+      t->cap = cap;
+    }
+  }
+  t->refilled = true;
+  while (t->fill < need && !t->eof && t->fill < t->cap) {
     int e = Z_OK;
-    int n = gzread (t->gz, t->buf + t->fill, (unsigned) (HC_TRACE_BUF - t->fill));
+    int n = gzread (t->gz, t->buf + t->fill, (unsigned) (t->cap - t->fill));
     const char *msg;
 
     if (n > 0) {
@@ -777,7 +787,7 @@ hc_trace_open (const char *path, const struct hc_trace_opts *o, hc_trace **out, 
   }
   if (!opts.block_size)
     opts.block_size = 4096;
-  if (!(t = calloc (1, sizeof *t)) || !(t->buf = malloc (HC_TRACE_BUF + 1))
+  if (!(t = calloc (1, sizeof *t)) || !(t->buf = malloc ((t->cap = HC_TRACE_BUF0) + 1))
       || !(t->scratch = malloc (HC_TRACE_LINE_MAX + 1))) {
     hc_sb_printf (&sb, "out of memory");
     rc = -ENOMEM;

@@ -32,9 +32,12 @@
 #include "hintcache/trace.h"
 #include "util.h"
 
-/* Input is read in chunks of this size; binary readers parse straight out
- * of it, so a record costs no system call. */
+/* Input is read in chunks of up to this size; binary readers parse
+ * straight out of it, so a record costs no system call.  The buffer starts
+ * at HC_TRACE_BUF0 and doubles at each refill up to this: a small input
+ * never needs a megabyte. */
 #define HC_TRACE_BUF ((size_t) 1 << 20)
+#define HC_TRACE_BUF0 ((size_t) 128 << 10)
 /* The longest text line accepted; a longer one is malformed. */
 #define HC_TRACE_LINE_MAX 16384
 /* The least of the input read before detection looks at it. */
@@ -124,11 +127,12 @@ struct hc_trace {
   bool is_stdin;   /* cannot be rewound */
   uint64_t serial; /* tells readers apart in writers' id caches */
 
-  /* The input buffer: bytes [pos, fill) are unread; buf[HC_TRACE_BUF] is
-   * room for the NUL that ends a last line without a newline. */
+  /* The input buffer: bytes [pos, fill) are unread; buf[cap] is room for
+   * the NUL that ends a last line without a newline. */
   char *buf;
-  size_t pos, fill;
+  size_t pos, fill, cap;
   bool eof;
+  bool refilled;  /* hc_trace_fill has read before: the buffer may grow */
 
   uint64_t lineno;        /* lines (text) or records (binary) consumed */
   uint64_t skipped;       /* malformed ones skipped */
