@@ -24,10 +24,11 @@
  *     negative errno and a reason, and agree (the check is the open's
  *     load, read-only);
  *   - the check, and an open that fails, leave the fast tier as it was;
+ *   - after an open that fails, hc_volume_repair either says why it
+ *     cannot, or leaves a volume that passes hc_volume_check;
  *   - an open that succeeds serves a read of every block of the volume
- *     (up to the slow tier's size, and the last block it claims; the
- *     reads may fail, but only with an errno), closes, and what it leaves
- *     behind passes hc_volume_check.
+ *     (the reads may fail, but only with an errno), closes, and what it
+ *     leaves behind passes hc_volume_check.
  */
 #include <errno.h>
 #include <stdint.h>
@@ -189,6 +190,16 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
               why2);
   if (rc2 < 0) {
     FUZZ_CHECK (fast_unchanged (), "a failed open changed the fast tier ('%s')", why2);
+    /* Whatever repair makes of it opens and checks clean, or it says why
+     * it cannot. */
+    struct hc_repair_report rep;
+    int rr = hc_volume_repair (fast, slow, &rep, why, sizeof why);
+    FUZZ_CHECK (rr == 0 || (rr < 0 && rr > -4096 && why[0]), "repair: %d '%s'", rr, why);
+    if (rr == 0) {
+      rc = hc_volume_check (fast, slow, why, sizeof why);
+      FUZZ_CHECK (rc == 0 && rep.repaired, "after a repair (%d) the check says %d '%s'",
+                  rep.repaired, rc, why);
+    }
     return 0;
   }
   /* Every block of the volume: the open checked that it is the slow

@@ -92,6 +92,17 @@ expect_status 1 "$hc" check "$f"
 contains "$err" "table sector 0 is corrupt" "check names the corrupt sector"
 expect_status 1 "$hc" io "$f" read 0 4096
 contains "$err" "corrupt" "open refuses"
+# check --repair salvages it: the data written and cleaned above is on the
+# slow tier, so nothing is lost; the volume opens again and checks clean.
+expect_status 2 "$hc" info "$f" --repair
+expect_status 0 "$hc" check "$f" --repair
+contains "$out" "repaired (salvaged, then formatted anew)" "repair report"
+contains "$out" "1 table sectors" "the damage is named"
+expect_status 0 "$hc" check "$f"
+expect_status 0 "$hc" io "$f" read 12345 300000 --out "$tmp/back"
+cmp "$tmp/data" "$tmp/back" || fail "data after the repair"
+expect_status 0 "$hc" check "$f" --repair
+contains "$out" "ok, nothing to repair" "a healthy volume is left alone"
 
 # Formatting never destroys what may be a volume, nor dirty data, unless told.
 f=$tmp/fast2.img s=$tmp/slow2.img
@@ -149,6 +160,19 @@ expect_status 1 "$hc" format --fast "$f" --slow "$s" --force --discard-dirty
 contains "$err" "in use by" "no format under a live volume"
 pkill -P $holder sleep || true; wait $holder 2>/dev/null || true
 expect_status 0 "$hc" io "$f" read 0 4096
+
+# A repair that loses data says which blocks, and exits 3.
+f=$tmp/fast3.img s=$tmp/slow3.img
+truncate -s 16M "$f"
+truncate -s 64M "$s"
+expect_status 0 "$hc" format --fast "$f" --slow "$s" --mode writeback
+expect_status 0 "$hc" io "$f" write 0 65536 --in "$tmp/data"
+copy=$(od -An -t u4 -j 384 -N 4 "$f" | tr -d ' ')
+printf '\x99' | dd of="$f" bs=1 seek=$((8192 + copy * $(le64 "$f" 376) + 100)) conv=notrunc status=none
+expect_status 3 "$hc" check "$f" --repair
+contains "$out" "possibly lost: the latest writes of 16 volume blocks of 4096 bytes: 0-15" \
+  "the lost blocks are named"
+expect_status 0 "$hc" check "$f"
 
 for c in format info check clean stats io; do
   expect_status 0 "$hc" $c --help

@@ -130,7 +130,7 @@ struct common {
 };
 
 enum { OPT_SLOW = 300, OPT_FAST, OPT_BLOCK, OPT_MODE, OPT_POLICY, OPT_RANGES, OPT_FORCE, OPT_DISCARD_DIRTY,
-       OPT_HINT, OPT_OUT, OPT_IN, OPT_PATTERN, OPT_FUA, OPT_SOCKET, OPT_CHECKSUMS };
+       OPT_HINT, OPT_OUT, OPT_IN, OPT_PATTERN, OPT_FUA, OPT_SOCKET, OPT_CHECKSUMS, OPT_REPAIR };
 
 static const struct option vol_opts[] = {
   { "help", no_argument, NULL, 'h' },
@@ -144,6 +144,7 @@ static const struct option vol_opts[] = {
   { "force", no_argument, NULL, OPT_FORCE },
   { "discard-dirty", no_argument, NULL, OPT_DISCARD_DIRTY },
   { "checksums", no_argument, NULL, OPT_CHECKSUMS },
+  { "repair", no_argument, NULL, OPT_REPAIR },
   { "hint", required_argument, NULL, OPT_HINT },
   { "out", required_argument, NULL, OPT_OUT },
   { "in", required_argument, NULL, OPT_IN },
@@ -160,7 +161,7 @@ struct args {
   uint64_t block_size, max_ranges;
   const char *mode, *policy, *hint, *out, *in, *pattern;
   const char *socket; /* stats and clean only */
-  bool force, discard_dirty, fua, checksums;
+  bool force, discard_dirty, fua, checksums, repair;
 };
 
 /* Parses options; returns -1 to go on, or an exit status. */
@@ -190,6 +191,11 @@ parse (const char *cmd, const char *usage, int argc, char **argv, struct args *a
     case OPT_FORCE: a->force = true; break;
     case OPT_DISCARD_DIRTY: a->discard_dirty = true; break;
     case OPT_CHECKSUMS: a->checksums = true; break;
+    case OPT_REPAIR:
+      if (strcmp (cmd, "check") != 0)
+        return cli_usage (cmd, "--repair is for check only");
+      a->repair = true;
+      break;
     case OPT_HINT: a->hint = optarg; break;
     case OPT_OUT: a->out = optarg; break;
     case OPT_IN: a->in = optarg; break;
@@ -575,11 +581,74 @@ cmd_stats (int argc, char **argv)
  * check and clean
  */
 static const char check_usage[] =
-  "Usage: hintcache check FAST [--slow FILE]\n"
+  "Usage: hintcache check FAST [--slow FILE] [--repair]\n"
   "\n"
   "Verifies both superblocks, the slow tier's identity, every table, range-hint, statistics\n"
   "and journal sector checksum, and the mapping invariants.  Exit 0 if clean, 1 with the\n"
-  "first problem otherwise.  Writes nothing.\n";
+  "first problem otherwise.  Writes nothing.\n"
+  "\n"
+  "With --repair, a volume that does not open is salvaged: its metadata is read\n"
+  "leniently (damaged table sectors leave their blocks unmapped, the journal is replayed\n"
+  "up to its first damage), every dirty block that remains and can be read (and, with\n"
+  "data checksums, verified) is written back to the slow tier, which is flushed, and the\n"
+  "fast tier is formatted anew with the same options and range hints.  Nothing but dirty\n"
+  "data is written to the slow tier; a volume of another slow tier is refused.  Prints\n"
+  "what was lost.  Exit 0: nothing to repair, or repaired with nothing lost; 3: repaired,\n"
+  "but the blocks listed may have lost their latest writes; 1: not repaired.\n";
+
+static int
+cmp_u64 (const void *a, const void *b)
+{
+  uint64_t x = *(const uint64_t *) a, y = *(const uint64_t *) b;
+  return x < y ? -1 : x > y;
+}
+
+/* Prints a repair's report; returns the exit status. */
+static int
+print_repair (const char *fast, const struct hc_repair_report *r, uint32_t block_size)
+{
+  if (!r->repaired) {
+    printf ("%s: ok, nothing to repair\n", fast);
+    return 0;
+  }
+  printf ("%s: repaired%s\n", fast, r->rebuilt ? " (salvaged, then formatted anew)" : "");
+  if (!r->rebuilt)
+    return 0;
+  printf ("  damaged: %" PRIu64 " table sectors, %" PRIu64 " range-hint sectors%s%s\n",
+          r->table_sectors_damaged, r->range_sectors_damaged,
+          r->journal_cut ? ", the journal (the commits after the damage are gone)" : "",
+          r->stats_reset ? "; statistics reset" : "");
+  printf ("  dropped: %" PRIu64 " inconsistent mappings, %" PRIu64 " journal records, %" PRIu64
+          " range hints\n", r->entries_dropped, r->records_dropped, r->range_hints_dropped);
+  printf ("  salvaged: %" PRIu64 " dirty blocks written back; %" PRIu64 " range hints kept\n",
+          r->written_back, r->range_hints_kept);
+  if (r->unreadable)
+    printf ("  unreadable or failing their checksums: %" PRIu64 " dirty blocks\n", r->unreadable);
+  if (r->unknown_blocks)
+    printf ("  unknown: %" PRIu64 " cache blocks whose mappings are lost in both checkpoint "
+            "copies (any dirty data there is lost, at volume blocks that cannot be named)\n",
+            r->unknown_blocks);
+  if (r->nlost) {
+    printf ("  possibly lost: the latest writes of %" PRIu64 " volume blocks of %u bytes:",
+            r->nlost, block_size);
+    uint64_t n = r->nlost < HC_REPAIR_LOST_MAX ? r->nlost : HC_REPAIR_LOST_MAX, i = 0;
+    uint64_t *l = malloc (n * sizeof *l);
+    if (l) {
+      memcpy (l, r->lost, n * sizeof *l);
+      qsort (l, n, sizeof *l, cmp_u64);
+      while (i < n) { /* runs as FIRST-LAST */
+        uint64_t j = i;
+        while (j + 1 < n && l[j + 1] <= l[j] + 1)
+          j++;
+        printf (l[j] > l[i] ? " %" PRIu64 "-%" PRIu64 : " %" PRIu64, l[i], l[j]);
+        i = j + 1;
+      }
+      free (l);
+    }
+    printf ("%s\n", r->nlost > HC_REPAIR_LOST_MAX ? " ..." : "");
+  }
+  return r->nlost || r->unknown_blocks || r->journal_cut ? 3 : 0;
+}
 
 int
 cmd_check (int argc, char **argv)
@@ -595,7 +664,8 @@ cmd_check (int argc, char **argv)
     return rc;
   if (argc - optind != 1)
     return cli_usage (cmd, "expected the fast tier's path (see --help)");
-  if ((rc = hc_tier_open (argv[optind], HC_TIER_READONLY | HC_TIER_CLAIM, &fast, why, sizeof why)) < 0)
+  unsigned ro = a.repair ? 0 : HC_TIER_READONLY;
+  if ((rc = hc_tier_open (argv[optind], ro | HC_TIER_CLAIM, &fast, why, sizeof why)) < 0)
     return cli_fail (cmd, "%s", why);
   slow_path = a.c.slow;
   if (!slow_path && hc_volume_slow_path (fast, recorded, sizeof recorded) == 0 && recorded[0])
@@ -606,9 +676,18 @@ cmd_check (int argc, char **argv)
     hc_tier_close (fast);
     return cli_fail (cmd, "%s: %s", argv[optind], rc == -ENODEV ? "no slow tier recorded; give --slow" : why);
   }
-  if ((rc = hc_tier_open (slow_path, HC_TIER_READONLY | HC_TIER_CLAIM, &slow, why, sizeof why)) < 0) {
+  if ((rc = hc_tier_open (slow_path, ro | HC_TIER_CLAIM, &slow, why, sizeof why)) < 0) {
     hc_tier_close (fast);
     return cli_fail (cmd, "slow tier: %s", why);
+  }
+  if (a.repair) {
+    struct hc_repair_report rep;
+    rc = hc_volume_repair (fast, slow, &rep, why, sizeof why);
+    hc_tier_close (fast);
+    hc_tier_close (slow);
+    if (rc < 0)
+      return cli_fail (cmd, "%s: not repaired: %s", argv[optind], why);
+    return print_repair (argv[optind], &rep, rep.block_size);
   }
   rc = hc_volume_check (fast, slow, why, sizeof why);
   hc_tier_close (fast);

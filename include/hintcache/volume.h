@@ -257,6 +257,48 @@ void hc_stream_free (hc_stream *s);
  * hc_volume_open. */
 int hc_volume_check (hc_tier *fast, hc_tier *slow, char *why, size_t whylen);
 
+/* What hc_volume_repair found and did. */
+#define HC_REPAIR_LOST_MAX 1024
+struct hc_repair_report {
+  bool repaired;                  /* something was wrong, and the volume opens now */
+  uint32_t block_size;            /* the volume's (lost[] counts its blocks) */
+  bool rebuilt;                   /* the fast tier was formatted anew after salvaging */
+  uint64_t table_sectors_damaged; /* of the current checkpoint copy */
+  uint64_t range_sectors_damaged; /* their range hints are gone */
+  uint64_t range_hints_dropped;   /* invalid range hints passed over */
+  bool stats_reset;               /* the statistics were damaged (or the volume rebuilt) */
+  bool journal_cut;               /* damage inside the journal: the commits after it are gone */
+  uint64_t records_dropped;       /* invalid journal records passed over */
+  uint64_t entries_dropped;       /* mappings that could not be right (outside the volume,
+                                   * one block mapped twice), dropped */
+  uint64_t unknown_blocks;        /* cache blocks whose entries were lost with both copies:
+                                   * whatever they held that was dirty is lost, where unknown */
+  uint64_t written_back;          /* dirty blocks salvaged to the slow tier */
+  uint64_t unreadable;            /* dirty blocks whose data could not be read or failed its
+                                   * checksum: lost (also in lost[]) */
+  uint64_t nlost;                 /* volume blocks that may have lost their latest writes */
+  uint64_t lost[HC_REPAIR_LOST_MAX]; /* the first of them */
+  uint64_t range_hints_kept;      /* range hints carried over to the rebuilt volume */
+};
+
+/* Repairs a volume that does not open (as cache_repair does for dm-cache):
+ * salvages the newest state it can prove and writes nothing it cannot.
+ *   - A volume that opens needs nothing, or only what a read-write open
+ *     does (a damaged superblock copy, a journal tail cut short): done so.
+ *   - Otherwise the metadata is read leniently: a damaged table sector
+ *     leaves its blocks unmapped (the other checkpoint copy names what
+ *     they held, reported as possibly lost), the journal is replayed up
+ *     to its first damage, invalid records and entries are dropped.  Every
+ *     dirty block that remains is written back to the slow tier (with data
+ *     checksums, only if it verifies), the slow tier is flushed, and the
+ *     fast tier is formatted anew with the same options, carrying over the
+ *     range hints.  The slow tier receives nothing but dirty data.
+ * Refused (nothing written): no valid superblock, another format version,
+ * a slow tier that is not the volume's (its identity).  Returns 0 with
+ * *rep filled, or a negative errno with `why`. */
+int hc_volume_repair (hc_tier *fast, hc_tier *slow, struct hc_repair_report *rep, char *why,
+                      size_t whylen);
+
 /* Reads only the slow tier's path recorded at format time (NUL-terminated,
  * may be empty).  Returns 0, -EINVAL if not a volume, or an I/O error. */
 int hc_volume_slow_path (hc_tier *fast, char *path, size_t len);

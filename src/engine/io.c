@@ -491,6 +491,12 @@ from_slow:
  * blocks read, or a negative errno. */
 #define READ_BATCH 256 /* 1 MiB of 4 KiB blocks */
 
+bool
+hc_vol_verify (hc_volume *v, uint32_t c, uint64_t blk, const uint8_t *data)
+{
+  return sum_ok (v, c, blk, data, false);
+}
+
 /* Whether blocks [i, j) of a run read into dst (block x of the request at
  * dst + x·bs, mapping blk + x) pass their checksums (uncounted: a failed
  * run is read again block by block, which counts). */

@@ -527,11 +527,13 @@ static inline uint64_t get56 (const uint8_t *p)
 { uint64_t v = 0; for (int i = 6; i >= 0; i--) v = v << 8 | p[i]; return v; }
 
 /* Reads a region sector by sector, checking each checksum, and hands each
- * valid sector to visit().  Returns 0, -EUCLEAN with `why`, or an I/O error. */
+ * valid sector to visit().  Returns 0, -EUCLEAN with `why`, or an I/O error.
+ * With `bad` (salvaging: hc_volume_repair), a sector that cannot be read or
+ * fails its checksum is marked there and passed over instead. */
 static int
 read_region (hc_volume *v, const char *what, uint64_t off, uint64_t count, unsigned csum_off,
              int (*visit) (hc_volume *v, uint64_t i, const uint8_t *sector, void *arg), void *arg,
-             char *why, size_t whylen)
+             uint8_t *bad, char *why, size_t whylen)
 {
   uint8_t *buf = malloc (IO_CHUNK);
   int rc = 0;
@@ -540,15 +542,28 @@ read_region (hc_volume *v, const char *what, uint64_t off, uint64_t count, unsig
     return -ENOMEM;
   for (uint64_t i = 0; i < count && rc == 0;) {
     uint64_t k = count - i < IO_CHUNK / HC_FMT_SECTOR ? count - i : IO_CHUNK / HC_FMT_SECTOR;
+    if (bad && hc_tier_read (v->fast, buf, k * HC_FMT_SECTOR, off + i * HC_FMT_SECTOR) < 0)
+      k = 1; /* salvaging: sector by sector, to find the unreadable ones */
     if ((rc = hc_tier_read (v->fast, buf, k * HC_FMT_SECTOR, off + i * HC_FMT_SECTOR)) < 0) {
+      if (bad) {
+        bad[i / 8] |= 1u << (i % 8);
+        rc = 0;
+        i++;
+        continue;
+      }
       snprintf (why, whylen, "reading the %s: %s", what, strerror (-rc));
       break;
     }
     for (uint64_t j = 0; j < k && rc == 0; j++) {
       const uint8_t *s = buf + j * HC_FMT_SECTOR;
       if (hc_get32 (s + csum_off) != hc_meta_csum (s, csum_off, v->seed, off / HC_FMT_SECTOR + i + j)) {
-        snprintf (why, whylen, "%s sector %" PRIu64 " is corrupt (checksum mismatch)", what, i + j);
-        rc = -EUCLEAN;
+        if (bad)
+          bad[(i + j) / 8] |= 1u << ((i + j) % 8);
+        else {
+          snprintf (why, whylen, "%s sector %" PRIu64 " is corrupt (checksum mismatch)", what,
+                    i + j);
+          rc = -EUCLEAN;
+        }
       } else if (visit) {
         rc = visit (v, i + j, s, arg);
       }
@@ -564,6 +579,7 @@ read_region (hc_volume *v, const char *what, uint64_t off, uint64_t count, unsig
 struct load {
   uint64_t *entry;
   uint64_t *sum;   /* checksum words (HC_FEAT_SUMS), or NULL */
+  struct hc_repair_report *rep; /* salvaging: what is invalid is passed over and counted here */
   char *why;
   size_t whylen;
 };
@@ -582,7 +598,9 @@ visit_table (hc_volume *v, uint64_t i, const uint8_t *s, void *arg)
     uint64_t c = i * HC_FMT_TABLE_PER_SECTOR + k;
     uint64_t e = hc_get64 (s + 8 + 8 * k);
     if (c >= v->sb.nblocks) {
-      if (e != 0) {
+      if (e != 0 && L->rep) {
+        L->rep->entries_dropped++;
+      } else if (e != 0) {
         snprintf (L->why, L->whylen, "table sector %" PRIu64 " maps a block past the cache", i);
         return -EUCLEAN;
       }
@@ -599,18 +617,52 @@ visit_ranges (hc_volume *v, uint64_t i, const uint8_t *s, void *arg)
   struct load *L = arg;
   unsigned n = hc_get16 (s + 4);
   if (n > HC_FMT_RANGE_PER_SECTOR) {
+    if (L->rep) {
+      L->rep->range_sectors_damaged++;
+      return 0;
+    }
     snprintf (L->why, L->whylen, "range sector %" PRIu64 " claims %u entries", i, n);
     return -EUCLEAN;
   }
   for (unsigned k = 0; k < n; k++) {
     const uint8_t *r = s + 16 + 16 * k;
     uint64_t start = get48 (r), len = get56 (r + 6);
-    if (hc_ranges_set (&v->ranges, start, start + len, r[13], r[14], r[15]) < 0) {
+    if (hc_ranges_set (&v->ranges, start, start + len, r[13], r[14], r[15]) == 0)
+      continue;
+    if (!L->rep) {
       snprintf (L->why, L->whylen, "range sector %" PRIu64 " entry %u is invalid", i, k);
       return -EUCLEAN;
     }
+    L->rep->range_hints_dropped++;
   }
   return 0;
+}
+
+static int read_jsector (hc_volume *v, uint64_t pos, uint8_t s[HC_FMT_SECTOR]);
+
+/* Salvaging, the log ends at damage that later commits follow: what they
+ * mapped dirty (the sectors after the damage that still read as the log)
+ * may have lost its latest writes. */
+static void
+salvage_cut (hc_volume *v, struct load *L, uint64_t seq, uint64_t pos, uint64_t left)
+{
+  const uint64_t J = v->sb.journal_sectors;
+  uint8_t s[HC_FMT_SECTOR];
+
+  L->rep->journal_cut = true;
+  for (uint64_t k = 1; k < left; k++) {
+    uint64_t p = (pos + k) % J;
+    if (read_jsector (v, p, s) < 0)
+      continue; /* more damage: go on to what follows */
+    if (hc_get64 (s) != seq + k)
+      break; /* not the log any more */
+    for (unsigned n = 0; n < s[12] && n < HC_FMT_JREC_PER_SECTOR; n++) {
+      const uint8_t *r = s + 16 + n * REC;
+      uint64_t e = hc_get64 (r + 8);
+      if (r[0] == HC_JREC_MAP && (e & HC_M_VALID) && (e & HC_M_DIRTY))
+        hc_repair_lost (L->rep, hc_meta_origin (e));
+    }
+  }
 }
 
 /* Applies one journal record to the load state. */
@@ -647,6 +699,10 @@ apply_record (hc_volume *v, struct load *L, const uint8_t *r)
   }
   default:
     break;
+  }
+  if (L->rep) {
+    L->rep->records_dropped++;
+    return 0;
   }
   snprintf (L->why, L->whylen, "journal record of type %u is invalid", r[0]);
   return -EUCLEAN;
@@ -700,6 +756,10 @@ replay (hc_volume *v, struct load *L)
   for (uint64_t walked = 0; walked < J; walked++) {
     int r = read_jsector (v, pos, s);
     if (r < 0) {
+      if (L->rep && later_commit_follows (v, seq, pos, J - walked)) {
+        salvage_cut (v, L, seq, pos, J - walked); /* the log up to the damage */
+        break;
+      }
       if (later_commit_follows (v, seq, pos, J - walked)) {
         snprintf (L->why, L->whylen, "journal sector %" PRIu64 " is %s, and later commits follow "
                   "it; the volume needs repair", pos, r == -EUCLEAN ? "corrupt" : "unreadable");
@@ -712,6 +772,10 @@ replay (hc_volume *v, struct load *L)
     if (hc_get64 (s) != seq)
       break; /* the end of the log */
     unsigned n = s[12];
+    if (n > HC_FMT_JREC_PER_SECTOR && L->rep) {
+      L->rep->journal_cut = true;
+      break;
+    }
     if (n > HC_FMT_JREC_PER_SECTOR) {
       snprintf (L->why, L->whylen, "journal sector %" PRIu64 " claims %u records", pos, n);
       rc = -EUCLEAN;
@@ -751,13 +815,21 @@ out:
   return rc;
 }
 
+static void salvage_table (hc_volume *v, struct load *L, const uint8_t *tbad);
+
 int
 hc_meta_load (hc_volume *v, char *why, size_t whylen)
 {
-  struct load L = { .why = why, .whylen = whylen };
+  struct load L = { .why = why, .whylen = whylen, .rep = v->salvage };
   struct hc_directory *d = &v->dir;
+  uint8_t *tbad = NULL, *rbad = NULL, sbad[1] = { 0 };
   int rc;
 
+  if (L.rep && (!(tbad = calloc ((v->sb.table_sectors + 7) / 8, 1))
+                || !(rbad = calloc ((v->sb.range_sectors + 7) / 8, 1)))) {
+    free (tbad);
+    return -ENOMEM;
+  }
   L.entry = calloc (v->sb.nblocks, sizeof *L.entry);
   if ((v->sb.features & HC_FEAT_SUMS) && !(v->sum = calloc (v->sb.nblocks, sizeof *v->sum))) {
     free (L.entry);
@@ -770,16 +842,21 @@ hc_meta_load (hc_volume *v, char *why, size_t whylen)
     goto out;
   const unsigned k = v->sb.copy;
   rc = read_region (v, "table", hc_sb_copy_off (&v->sb, v->sb.table_off, k), v->sb.table_sectors, 0,
-                    visit_table, &L, why, whylen);
+                    visit_table, &L, tbad, why, whylen);
   if (rc == 0)
     rc = read_region (v, "range-hint", hc_sb_copy_off (&v->sb, v->sb.range_off, k),
-                      v->sb.range_sectors, 0, visit_ranges, &L, why, whylen);
+                      v->sb.range_sectors, 0, visit_ranges, &L, rbad, why, whylen);
   if (rc == 0) {
-    uint64_t flat[STATS_MAX];
+    uint64_t flat[STATS_MAX] = { 0 };
     rc = read_region (v, "statistics", hc_sb_copy_off (&v->sb, v->sb.stats_off, k),
-                      HC_FMT_STATS_SECTORS, 0, visit_stats, flat, why, whylen);
-    if (rc == 0)
+                      HC_FMT_STATS_SECTORS, 0, visit_stats, flat, L.rep ? sbad : NULL, why, whylen);
+    if (rc == 0 && !sbad[0])
       stats_walk (&v->dir.stats, flat, false);
+  }
+  if (rc == 0 && L.rep) {
+    L.rep->stats_reset = sbad[0] != 0;
+    for (uint64_t i = 0; i < v->sb.range_sectors; i++)
+      L.rep->range_sectors_damaged += (rbad[i / 8] >> (i % 8)) & 1;
   }
   v->next_seq = v->sb.replay_seq;
   v->next_pos = v->sb.replay_pos;
@@ -787,6 +864,8 @@ hc_meta_load (hc_volume *v, char *why, size_t whylen)
     rc = replay (v, &L);
   if (rc < 0)
     goto out;
+  if (L.rep)
+    salvage_table (v, &L, tbad);
 
   /* Build the directory; check the invariants on the way. */
   for (uint32_t c = 0; c < v->sb.nblocks; c++) {
@@ -796,7 +875,9 @@ hc_meta_load (hc_volume *v, char *why, size_t whylen)
     else if (v->sum && (uint32_t) (v->sum[c] >> 32) > v->sum_gen)
       v->sum_gen = (uint32_t) (v->sum[c] >> 32);
     if (!(e & HC_M_VALID)) {
-      if (e != 0) {
+      if (e != 0 && L.rep) {
+        L.rep->entries_dropped++;
+      } else if (e != 0) {
         snprintf (why, whylen, "block %u has an entry but is not valid", c);
         rc = -EUCLEAN;
         goto out;
@@ -804,12 +885,24 @@ hc_meta_load (hc_volume *v, char *why, size_t whylen)
       continue;
     }
     uint64_t origin = hc_meta_origin (e);
+    uint32_t twin = origin < v->nslow ? hc_dir_find (d, origin) : HC_NIL;
+    if (L.rep && (origin >= v->nslow || (e & ~HC_FMT_ENTRY_MASK) || twin != HC_NIL)) {
+      /* Salvaging: an entry that cannot be right goes.  Of a block mapped
+       * twice, which copy is newer is unknown: if either is dirty, the
+       * block may have lost its last writes. */
+      L.rep->entries_dropped++;
+      if (twin != HC_NIL && ((e & HC_M_DIRTY) || (d->map.blk[twin].meta & HC_M_DIRTY)))
+        hc_repair_lost (L.rep, origin);
+      if (v->sum)
+        v->sum[c] = 0;
+      continue;
+    }
     if (origin >= v->nslow || (e & ~HC_FMT_ENTRY_MASK)) {
       snprintf (why, whylen, "block %u maps block %" PRIu64 ", outside the volume", c, origin);
       rc = -EUCLEAN;
       goto out;
     }
-    if (hc_dir_find (d, origin) != HC_NIL) {
+    if (twin != HC_NIL) {
       snprintf (why, whylen, "volume block %" PRIu64 " is mapped twice", origin);
       rc = -EUCLEAN;
       goto out;
@@ -818,7 +911,53 @@ hc_meta_load (hc_volume *v, char *why, size_t whylen)
   }
 out:
   free (L.entry);
+  free (tbad);
+  free (rbad);
   return rc;
+}
+
+void
+hc_repair_lost (struct hc_repair_report *rep, uint64_t origin)
+{
+  if (rep->nlost < HC_REPAIR_LOST_MAX)
+    rep->lost[rep->nlost] = origin;
+  rep->nlost++;
+}
+
+/* Salvaging: the blocks whose table sector of the current copy is damaged
+ * are not mapped (their entries are unknown), unless the journal replayed
+ * after the checkpoint says what they hold.  The other copy, one
+ * checkpoint older, says what those blocks held then: its dirty ones may
+ * have lost data (an older version is all that could be proven, and not
+ * even that).  A damaged sector of checksum words leaves its blocks
+ * without checksums. */
+static void
+salvage_table (hc_volume *v, struct load *L, const uint8_t *tbad)
+{
+  const uint64_t t = hc_sb_entry_sectors (&v->sb);
+  const uint64_t other = hc_sb_copy_off (&v->sb, v->sb.table_off, 1 - v->sb.copy) / HC_FMT_SECTOR;
+  uint8_t s[HC_FMT_SECTOR];
+
+  for (uint64_t i = 0; i < v->sb.table_sectors; i++) {
+    if (!((tbad[i / 8] >> (i % 8)) & 1))
+      continue;
+    L->rep->table_sectors_damaged++;
+    if (i >= t)
+      continue; /* checksum words: the entries stand, unverified */
+    bool known = hc_tier_read (v->fast, s, sizeof s, (other + i) * HC_FMT_SECTOR) == 0
+                 && hc_get32 (s) == hc_meta_csum (s, 0, v->seed, other + i);
+    for (unsigned k = 0; k < HC_FMT_TABLE_PER_SECTOR; k++) {
+      uint64_t c = i * HC_FMT_TABLE_PER_SECTOR + k, e = known ? hc_get64 (s + 8 + 8 * k) : 0;
+      if (c >= v->sb.nblocks)
+        break;
+      if (L->entry[c])
+        continue; /* the journal says what it holds now */
+      if (!known)
+        L->rep->unknown_blocks++;
+      else if ((e & HC_M_VALID) && (e & HC_M_DIRTY))
+        hc_repair_lost (L->rep, hc_meta_origin (e));
+    }
+  }
 }
 
 /* Marks for rewriting every sector of the other checkpoint copy that

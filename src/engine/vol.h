@@ -108,6 +108,7 @@ struct hc_volume {
   uint64_t replayed;
   bool was_clean;
   bool any_slow;               /* read-only look without the slow tier's identity check */
+  struct hc_repair_report *salvage; /* a lenient load for hc_volume_repair, or NULL */
   bool slow_fp_checked;        /* the open compared the slow tier's fingerprint */
   bool slow_fp_valid;          /* sb.slow_fp is the slow tier's as it is now (clean close) */
   bool tail_damaged;           /* replay ended at a damaged sector (a commit cut short) */
@@ -142,6 +143,13 @@ int hc_sb_decode (const uint8_t sector[HC_FMT_SECTOR], struct hc_super *sb);
  * are damaged or they disagree. */
 int hc_meta_read_sb (hc_tier *fast, struct hc_super *sb, unsigned *damaged, char *why,
                      size_t whylen);
+
+/* Whether `data` read from cache block c, mapping blk, passes its checksum
+ * (true without checksums, or when c has none). */
+bool hc_vol_verify (hc_volume *v, uint32_t c, uint64_t blk, const uint8_t *data);
+
+/* Notes volume block `origin` as possibly having lost data. */
+void hc_repair_lost (struct hc_repair_report *rep, uint64_t origin);
 
 /* The slow tier's fingerprint for superblock `sb` (format.h): reads its
  * sampled sectors.  Returns 0 or the read's error. */

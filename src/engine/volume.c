@@ -53,7 +53,8 @@ hc_policy_name (unsigned index)
 }
 
 static int open_volume (hc_tier *fast, hc_tier *slow, const struct hc_open_opts *o, bool any_slow,
-                        hc_volume **out, char *why, size_t whylen);
+                        struct hc_repair_report *salvage, hc_volume **out, char *why,
+                        size_t whylen);
 static void destroy (hc_volume *v);
 
 /* May a format go over what the fast tier holds?  Formatting destroys the
@@ -83,7 +84,7 @@ may_format (hc_tier *fast, hc_tier *slow, enum hc_format_over over, char *why, s
   }
   struct hc_open_opts oo = { .read_only = true, .no_cleaner = true };
   hc_volume *v;
-  if ((rc = open_volume (fast, slow, &oo, true, &v, reason, sizeof reason)) < 0) {
+  if ((rc = open_volume (fast, slow, &oo, true, NULL, &v, reason, sizeof reason)) < 0) {
     snprintf (why, whylen, "the fast tier holds a hintcache volume that does not open (%s), so "
               "whether it holds dirty data is unknown; refusing to replace it", reason);
     return -EEXIST;
@@ -144,10 +145,11 @@ destroy (hc_volume *v)
 }
 
 /* any_slow: skip the slow tier's identity check (to look at a volume without its
- * slow tier, read-only). */
+ * slow tier, read-only).  salvage: load leniently, counting what is passed
+ * over (read-only; hc_volume_repair). */
 static int
 open_volume (hc_tier *fast, hc_tier *slow, const struct hc_open_opts *o, bool any_slow,
-             hc_volume **out, char *why, size_t whylen)
+             struct hc_repair_report *salvage, hc_volume **out, char *why, size_t whylen)
 {
   struct hc_open_opts def = { 0 };
   hc_volume *v;
@@ -185,6 +187,7 @@ open_volume (hc_tier *fast, hc_tier *slow, const struct hc_open_opts *o, bool an
   v->was_clean = sb.flags & HC_SB_CLEAN;
   v->any_slow = any_slow && o->read_only;
   v->sb_damaged = damaged;
+  v->salvage = salvage && o->read_only ? salvage : NULL;
   pthread_mutex_init (&v->lock, NULL);
   pthread_mutex_init (&v->commit_lock, NULL);
   pthread_cond_init (&v->wake, NULL);
@@ -242,7 +245,7 @@ hc_volume_open (hc_tier *fast, hc_tier *slow, const struct hc_open_opts *o, hc_v
     whylen = sizeof dummy;
   }
   why[0] = '\0';
-  return open_volume (fast, slow, o, false, out, why, whylen);
+  return open_volume (fast, slow, o, false, NULL, out, why, whylen);
 }
 
 int
@@ -434,7 +437,7 @@ hc_volume_check (hc_tier *fast, hc_tier *slow, char *why, size_t whylen)
     whylen = sizeof dummy;
   }
   why[0] = '\0';
-  if ((rc = open_volume (fast, slow, &o, false, &v, why, whylen)) < 0)
+  if ((rc = open_volume (fast, slow, &o, false, NULL, &v, why, whylen)) < 0)
     return rc;
   /* Both superblock copies were decoded by the open; the table, range
    * hints, journal and mapping invariants were checked by the load. */
@@ -445,6 +448,105 @@ hc_volume_check (hc_tier *fast, hc_tier *slow, char *why, size_t whylen)
               v->tail_damaged ? "the journal ends in a commit cut short (dropped)" : "");
   destroy (v);
   return 0;
+}
+
+/* Repair (see volume.h).  The salvage is read-only until every dirty block
+ * that can be proven has reached the slow tier and it is flushed; only then
+ * is the fast tier formatted anew, so a repair cut short by a crash or an
+ * error can be run again from the same state. */
+int
+hc_volume_repair (hc_tier *fast, hc_tier *slow, struct hc_repair_report *rep, char *why,
+                  size_t whylen)
+{
+  struct hc_open_opts ro = { .read_only = true, .no_cleaner = true }, rw = { .no_cleaner = true };
+  struct hc_super sb;
+  hc_volume *v;
+  char dummy[8];
+  int rc;
+
+  if (!why) {
+    why = dummy;
+    whylen = sizeof dummy;
+  }
+  why[0] = '\0';
+  memset (rep, 0, sizeof *rep);
+  if ((rc = hc_meta_read_sb (fast, &sb, NULL, why, whylen)) < 0)
+    return rc; /* nothing to salvage from */
+  rep->block_size = sb.block_size;
+  rc = hc_volume_check (fast, slow, why, whylen);
+  if (rc == 0) {
+    if (!why[0])
+      return 0;
+    /* What a read-write open repairs (a superblock copy, a torn tail). */
+    if ((rc = open_volume (fast, slow, &rw, false, NULL, &v, why, whylen)) == 0
+        && (rc = hc_volume_close (v)) == 0)
+      rep->repaired = true;
+    return rc;
+  }
+  if (rc == -ENODEV || rc == -EPROTONOSUPPORT || rc == -EINVAL)
+    return rc; /* another slow tier, another version: not ours to repair */
+
+  why[0] = '\0';
+  if ((rc = open_volume (fast, slow, &ro, false, rep, &v, why, whylen)) < 0)
+    return rc;
+  uint8_t *buf = aligned_alloc (4096, v->bs);
+  if (!buf) {
+    destroy (v);
+    return -ENOMEM;
+  }
+  for (uint32_t c = 0; c < v->dir.map.n && rc == 0; c++) {
+    uint64_t w = v->dir.map.blk[c].meta;
+    if (!(w & HC_M_VALID) || !(w & HC_M_DIRTY))
+      continue;
+    uint64_t blk = hc_meta_origin (w);
+    if (hc_tier_read (fast, buf, v->bs, v->sb.data_off + (uint64_t) c * v->bs) < 0
+        || !hc_vol_verify (v, c, blk, buf)) {
+      rep->unreadable++;
+      hc_repair_lost (rep, blk);
+      continue;
+    }
+    if ((rc = hc_tier_write (slow, buf, v->bs, blk << v->bshift, 0)) < 0)
+      snprintf (why, whylen, "writing block %" PRIu64 " back to the slow tier: %s; nothing "
+                "else changed, the repair can be run again", blk, strerror (-rc));
+    else
+      rep->written_back++;
+  }
+  free (buf);
+  if (rc == 0 && (rc = hc_tier_flush (slow)) < 0)
+    snprintf (why, whylen, "flushing the slow tier: %s; the repair can be run again",
+              strerror (-rc));
+  /* The new volume: the same options, the range hints carried over. */
+  struct hc_ranges ranges = v->ranges;
+  memset (&v->ranges, 0, sizeof v->ranges);
+  char policy[32];
+  snprintf (policy, sizeof policy, "%s", hc_policy_name_of (v->sb.policy));
+  struct hc_format_opts fo = { .block_size = v->sb.block_size, .mode = v->sb.mode,
+                               .policy = policy, .slow_path = v->sb.slow_path,
+                               .max_ranges = (uint32_t) (v->sb.range_sectors
+                                                         * HC_FMT_RANGE_PER_SECTOR),
+                               .over = HC_FORMAT_DISCARD,
+                               .checksums = (v->sb.features & HC_FEAT_SUMS) != 0 };
+  char path[HC_FMT_PATH_MAX + 1];
+  snprintf (path, sizeof path, "%s", v->sb.slow_path);
+  fo.slow_path = path;
+  destroy (v);
+  if (rc == 0 && (rc = hc_volume_format (fast, slow, &fo, why, whylen)) == 0
+      && (rc = open_volume (fast, slow, &rw, false, NULL, &v, why, whylen)) == 0) {
+    hc_lock (&v->lock);
+    for (uint32_t i = 0; i < ranges.n; i++) {
+      const struct hc_range *p = &ranges.r[i];
+      if (hc_ranges_set (&v->ranges, p->start, p->end, p->cls, p->advice, p->src) == 0) {
+        hc_meta_record_range (v, p->start, p->end, false, p->src, p->cls, p->advice);
+        rep->range_hints_kept++;
+      }
+    }
+    pthread_mutex_unlock (&v->lock);
+    rc = hc_volume_close (v);
+  }
+  hc_ranges_fini (&ranges);
+  if (rc == 0)
+    rep->repaired = rep->rebuilt = rep->stats_reset = true;
+  return rc;
 }
 
 int
