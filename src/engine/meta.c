@@ -542,9 +542,12 @@ read_region (hc_volume *v, const char *what, uint64_t off, uint64_t count, unsig
     return -ENOMEM;
   for (uint64_t i = 0; i < count && rc == 0;) {
     uint64_t k = count - i < IO_CHUNK / HC_FMT_SECTOR ? count - i : IO_CHUNK / HC_FMT_SECTOR;
-    if (bad && hc_tier_read (v->fast, buf, k * HC_FMT_SECTOR, off + i * HC_FMT_SECTOR) < 0)
-      k = 1; /* salvaging: sector by sector, to find the unreadable ones */
-    if ((rc = hc_tier_read (v->fast, buf, k * HC_FMT_SECTOR, off + i * HC_FMT_SECTOR)) < 0) {
+    rc = hc_tier_read (v->fast, buf, k * HC_FMT_SECTOR, off + i * HC_FMT_SECTOR);
+    if (rc < 0 && bad && k > 1) { /* salvaging: sector by sector, to find the unreadable ones */
+      k = 1;
+      rc = hc_tier_read (v->fast, buf, HC_FMT_SECTOR, off + i * HC_FMT_SECTOR);
+    }
+    if (rc < 0) {
       if (bad) {
         bad[i / 8] |= 1u << (i % 8);
         rc = 0;

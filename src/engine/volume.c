@@ -518,10 +518,8 @@ hc_volume_repair (hc_tier *fast, hc_tier *slow, struct hc_repair_report *rep, ch
   /* The new volume: the same options, the range hints carried over. */
   struct hc_ranges ranges = v->ranges;
   memset (&v->ranges, 0, sizeof v->ranges);
-  char policy[32];
-  snprintf (policy, sizeof policy, "%s", hc_policy_name_of (v->sb.policy));
   struct hc_format_opts fo = { .block_size = v->sb.block_size, .mode = v->sb.mode,
-                               .policy = policy, .slow_path = v->sb.slow_path,
+                               .policy = hc_policy_name_of (v->sb.policy),
                                .max_ranges = (uint32_t) (v->sb.range_sectors
                                                          * HC_FMT_RANGE_PER_SECTOR),
                                .over = HC_FORMAT_DISCARD,
