@@ -19,7 +19,10 @@
  * their own blocks, advice of every kind on any range (willneed prefetches
  * run on the cleaner), mode switches, cleans.  A phase may run with device
  * faults on either tier (EIO or ENOSPC on reads, writes, flushes, discards,
- * at a random rate, sometimes persistent) and may end with a power cut at
+ * at a random rate, sometimes persistent), and on volumes with data
+ * checksums with silent corruption of the fast tier's data (a write that
+ * reports success but is lost, or lands on another cache block), and may
+ * end with a power cut at
  * a random write, inside whatever was running: a commit, a checkpoint, a
  * write-back, a mode switch.  Between phases the volume is closed and
  * reopened, or, after a cut, recovered — sometimes with the recovery itself
@@ -33,7 +36,9 @@
  *     no older than the newest acknowledged before the read began, and
  *     issued before it returned (a write whose call failed may or may not
  *     have landed: it stays possible until a later acknowledged one);
- *   - with no faults, every call succeeds;
+ *   - with no faults, every call succeeds; after silent corruption, a read
+ *     may fail with EIO, but only when the volume counts a checksum error
+ *     (a corrupted dirty block): never does it return the corrupted data;
  *   - after every cut: the volume opens read-only and `check` passes, every
  *     sector holds its durable version or a later one, and a recovery cut
  *     short at any of its writes changes nothing that is read;
@@ -269,17 +274,26 @@ static const struct hc_sched_ops sim_ops = {
 
 static void watch_slow (enum hook_op op, uint64_t off, uint64_t len, int rc);
 
+static void corrupt_before (enum hook_op op, uint64_t off, uint64_t len);
+static void corrupt_after (int rc);
+
 /* Every tier I/O is a scheduling point and costs 20 µs of virtual time. */
 static int
 io_point (void *arg, enum hook_op op, uint64_t off, uint64_t len, bool after, int rc)
 {
-  (void) arg, (void) op, (void) off, (void) len, (void) rc;
   if (after && arg)
     watch_slow (op, off, len, rc);
   if (!after && hc_sched) {
     S.clock_ns += 20000;
     yield ();
   }
+  /* Nothing runs between the hook and the call (the tiers below have no
+   * scheduling points), so the fast tier's content saved here is what the
+   * write replaces. */
+  if (!arg && !after)
+    corrupt_before (op, off, len);
+  else if (!arg)
+    corrupt_after (rc);
   return 0;
 }
 
@@ -295,6 +309,7 @@ struct block {
   unsigned n, cap;
   unsigned durable; /* index of the newest version known durable */
   bool uncertain;   /* the newest version's write failed, and reading it back failed too */
+  bool unreadable;  /* failed its checksum after a cut: unknown once reset */
   bool unknown;     /* a write went on top of an uncertain version: no longer checked */
 };
 
@@ -303,6 +318,8 @@ static struct {
   struct block *b;
   uint64_t t; /* logical time */
   uint64_t ops, reads_checked, cuts, recovery_cuts, faults, reopens, phases;
+  uint64_t corruptions, corrupt_reads; /* silent corruptions injected; reads failed for them */
+  bool corrupted; /* this seed's fast tier has had silent corruption */
 } M;
 
 static uint64_t
@@ -356,7 +373,9 @@ model_reset_block (unsigned b, const uint8_t *content)
     memset (k->v[0].img, 0, BS);
   k->v[0].issued = k->v[0].acked = 0;
   k->durable = 0;
-  k->uncertain = k->unknown = false;
+  k->uncertain = false;
+  k->unknown = k->unreadable;
+  k->unreadable = false;
 }
 
 /* A flush that began at logical time t0 completed: every version
@@ -404,13 +423,65 @@ static struct {
   hc_power *pw;
   hc_volume *v;
   bool faults;    /* this phase injects faults */
+  unsigned corrupt; /* this phase corrupts that many fast-tier data writes in 1,000 */
+  uint64_t crng;    /* the corruption's choices */
+  uint64_t data_lo, data_hi; /* the fast tier's data region */
   bool verbose;
 } R;
+
 
 static char fail_what[512];
 static bool tracing; /* SIM_TRACE set: every operation on stderr */
 
 #define TRACE(...) (tracing ? (void) fprintf (stderr, __VA_ARGS__) : (void) 0)
+
+/* ---- Silent corruption of the fast tier's data. ---- */
+
+static struct {
+  enum { C_NONE, C_LOST, C_MISDIRECTED } kind;
+  uint64_t off, len;
+  uint8_t *old; /* what the write replaced */
+} C;
+
+/* Before a fast-tier write inside the data region: decides whether it will
+ * be lost or misdirected, and if so saves what it overwrites. */
+static void
+corrupt_before (enum hook_op op, uint64_t off, uint64_t len)
+{
+  C.kind = C_NONE;
+  if (op != HOOK_WRITE || !R.corrupt || off < R.data_lo || off + len > R.data_hi
+      || below (&R.crng, 1000) >= R.corrupt)
+    return;
+  C.kind = below (&R.crng, 2) ? C_LOST : C_MISDIRECTED;
+  C.off = off;
+  C.len = len;
+  C.old = realloc (C.old, len);
+  hc_tier_read (R.fmem, C.old, len, off);
+}
+
+/* After it, if it succeeded: puts the old content back (lost), and for a
+ * misdirected write puts the new content on another cache block, past the
+ * power domain (the device thinks it wrote it where asked). */
+static void
+corrupt_after (int rc)
+{
+  if (C.kind == C_NONE || rc != 0)
+    return;
+  uint8_t *now = malloc (C.len);
+  hc_tier_read (R.fmem, now, C.len, C.off);
+  hc_tier_write (R.fmem, C.old, C.len, C.off, 0);
+  if (C.kind == C_MISDIRECTED) {
+    uint64_t blocks = (R.data_hi - R.data_lo - C.len) / BS + 1;
+    uint64_t to = R.data_lo + below (&R.crng, blocks) * BS;
+    hc_tier_write (R.fmem, now, C.len, to, 0);
+  }
+  free (now);
+  TRACE ("corruption: fast write %" PRIu64 "+%" PRIu64 " %s\n", C.off, C.len,
+         C.kind == C_LOST ? "lost" : "misdirected");
+  M.corruptions++;
+  M.corrupted = true;
+  C.kind = C_NONE;
+}
 
 static void
 fail_now (const char *fmt, ...)
@@ -432,6 +503,8 @@ rig_open (const struct hc_open_opts *oo)
   int rc = hc_volume_open (R.fast, R.slow, oo, &R.v, why, sizeof why);
   if (rc < 0)
     fail_now ("open: %s", why);
+  R.data_lo = R.v->sb.data_off;
+  R.data_hi = R.v->sb.data_off + (uint64_t) R.v->dir.map.n * BS;
 }
 
 /* SIM_WATCH=B (debugging): every slow-tier write over block B's first
@@ -471,7 +544,7 @@ static const uint8_t classes[] = { HC_CLASS_UNCLASSIFIED, HC_CLASS_METADATA, HC_
 static bool
 errors_expected (void)
 {
-  return R.faults || hc_power_is_cut (R.pw) || R.v->failed;
+  return R.faults || M.corrupted || hc_power_is_cut (R.pw) || R.v->failed;
 }
 
 static void
@@ -487,13 +560,20 @@ do_read (struct client *c, uint64_t off, uint64_t len, struct hc_ioctx *ctx)
 {
   uint64_t b0 = off / BS, b1 = (off + len - 1) / BS;
   uint8_t *buf = malloc ((b1 - b0 + 1) * BS);
-  uint64_t t0 = tick ();
+  uint64_t t0 = tick (), ck0 = R.v->dir.stats.errors_checksum;
   int rc = hc_volume_read (R.v, buf + (off - b0 * BS), len, off, ctx);
   uint64_t t1 = tick ();
   TRACE ("t%" PRIu64 " c%u read %" PRIu64 "+%" PRIu64 " -> %d (t%" PRIu64 ")\n", t0, c->id, off,
          len, rc, t1);
   (void) c;
-  expect_ok (rc, "read");
+  if (rc < 0 && M.corrupted && !R.faults && !hc_power_is_cut (R.pw) && !R.v->failed) {
+    /* Only a checksum that caught a corrupted dirty block excuses it. */
+    if (rc != -EIO || R.v->dir.stats.errors_checksum == ck0)
+      fail_now ("a read failed with %s after silent corruption, but no checksum error was "
+                "counted", strerror (-rc));
+    M.corrupt_reads++;
+  } else
+    expect_ok (rc, "read");
   if (rc == 0) {
     for (uint64_t b = b0; b <= b1; b++)
       for (unsigned s = 0; s < BS / SECT; s++) {
@@ -693,8 +773,20 @@ verify_after_cut (uint8_t *out, const char *when)
     fail_now ("%s: check fails: %s", when, why);
   if (hc_volume_open (R.fmem, R.smem, &oo, &v, why, sizeof why) < 0)
     fail_now ("%s: the volume does not open: %s", when, why);
-  if (hc_volume_read (v, out, (size_t) M.nblocks * BS, 0, NULL) < 0)
-    fail_now ("%s: reading the volume fails", when);
+  /* After silent corruption, a block may fail its checksum: it is then
+   * left out (marked so for the comparison after a recovery, and no longer
+   * checked by the model), but only a counted checksum error excuses it. */
+  for (unsigned b = 0; b < M.nblocks; b++) {
+    uint64_t ck0 = v->dir.stats.errors_checksum;
+    int rc = hc_volume_read (v, out + (size_t) b * BS, BS, (uint64_t) b * BS, NULL);
+    if (rc < 0 && (!M.corrupted || rc != -EIO || v->dir.stats.errors_checksum == ck0))
+      fail_now ("%s: reading block %u of the volume fails: %s", when, b, strerror (-rc));
+    if (rc < 0) {
+      memset (out + (size_t) b * BS, 0xee, BS);
+      M.b[b].unknown = M.b[b].unreadable = true;
+      M.corrupt_reads++;
+    }
+  }
   if (getenv ("SIM_WATCH")) {
     uint64_t wb = (uint64_t) atol (getenv ("SIM_WATCH"));
     uint32_t c = hc_dir_find (&v->dir, wb);
@@ -745,6 +837,8 @@ run_seed (uint64_t seed, unsigned phases, unsigned nclients)
   char why[256];
 
   current_seed = seed;
+  M.corrupted = false;
+  R.crng = seed ^ 0xc0ffee; /* its own generator: the other choices stay as they were */
   M.clients = nclients;
   M.nblocks = nclients * REGION;
   M.b = calloc (M.nblocks, sizeof *M.b);
@@ -786,6 +880,7 @@ run_seed (uint64_t seed, unsigned phases, unsigned nclients)
   for (unsigned ph = 0; ph < phases; ph++) {
     bool cut = below (&rng, 3) == 0;
     R.faults = below (&rng, 4) == 0;
+    R.corrupt = fo.checksums && below (&R.crng, 3) == 0 ? 1 + (unsigned) below (&R.crng, 40) : 0;
     TRACE ("phase %u: %s%s\n", ph, cut ? "cut " : "", R.faults ? "faults" : "");
     S.phase_steps = 0;
     if (R.faults)
@@ -806,6 +901,7 @@ run_seed (uint64_t seed, unsigned phases, unsigned nclients)
       hc_stream_free (cl[k].stream);
     }
     clear_faults ();
+    R.corrupt = 0;
     M.phases++;
     if (hc_power_is_cut (R.pw) || cut) {
       /* The power goes (now, if it has not yet): then recovery, maybe cut
@@ -943,8 +1039,9 @@ main (int argc, char **argv)
   }
   printf ("sim: %" PRIu64 " seeds, %" PRIu64 " phases, %" PRIu64 " operations (%" PRIu64
           " reads checked), %" PRIu64 " scheduling steps, %" PRIu64 " power cuts (%" PRIu64
-          " recoveries cut short), %" PRIu64 " reopens, %" PRIu64 " faults injected, "
-          "0 violations\n", done, M.phases, M.ops, M.reads_checked, S.steps, M.cuts,
-          M.recovery_cuts, M.reopens, M.faults);
+          " recoveries cut short), %" PRIu64 " reopens, %" PRIu64 " faults injected, %" PRIu64
+          " silent corruptions (%" PRIu64 " reads refused for them), 0 violations\n", done,
+          M.phases, M.ops, M.reads_checked, S.steps, M.cuts, M.recovery_cuts, M.reopens, M.faults,
+          M.corruptions, M.corrupt_reads);
   return 0;
 }

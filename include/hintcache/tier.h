@@ -125,6 +125,15 @@ void hc_tier_file_holder (const char *path, char *buf, size_t len);
  * HC_SECTOR_SIZE).  Returns 0, -EINVAL or -ENOMEM. */
 int hc_tier_new_memory (uint64_t size, hc_tier **out);
 
+/* Creates a RAM tier of `size` bytes whose contents start as the first
+ * `size` bytes of the file `fd` (at least that long; e.g. a memfd holding a
+ * snapshot), mapped privately: writes change this tier only, never the file,
+ * and pages are copied only when first written, so many tiers can start from
+ * one image cheaply.  The file must not change while such tiers exist.  The
+ * tier does not keep `fd`.  Returns 0, -EINVAL, -ENOMEM or the negative
+ * errno of fstat or mmap. */
+int hc_tier_new_memory_image (int fd, uint64_t size, hc_tier **out);
+
 /* Opens an export of an NBD server through libnbd, given an NBD URI
  * ("nbd://host[:port]/[export]", "nbd+unix:///[export]?socket=PATH", and the
  * other forms libnbd accepts: schemes nbd, nbds, nbd+unix, nbds+unix,
