@@ -104,6 +104,11 @@ for args in "--help" "hint --help" "hint decode --help" "hint encode --help" \
   expect_status 0 "$hc" $args
   contains "$out" "Usage: hintcache" "help for '$args'"
 done
+# Every command's help is printed as written: no printf escape left in it.
+for c in demo replay trace hint format info check clean stats io advise control hintd run; do
+  expect_status 0 "$hc" $c --help
+  case "$out" in *%%*) fail "help for '$c' prints a literal '%%': $out" ;; esac
+done
 expect_status 0 "$hc" --version
 contains "$out" "hintcache " "version"
 echo "cli_hint: ok"

@@ -655,6 +655,15 @@ if grep -Eq "$warn_re" "$tmp/hcrun-ok.err"; then fail "hcrun-ok: warnings: $(cat
 grep -Eq '^advise [0-9]+ [0-9]+ journal from=preload$' "$slog" || fail "hintcache run --class journal: no journal hints arrived"
 [ "$(counter hcrun-ok sent)" -gt 0 ] || fail "hintcache run: counters $(counters hcrun-ok)"
 echo "preload: hintcache run (ok): same results, $(grep -c 'journal from=preload$' "$slog" || true) journal hints"
+# The advice in the I/O priority alone is a hint enough (the help says it wins).
+if [ ${#dontneed[@]} -gt 0 ]; then
+  : > "$slog"
+  run hcrun-ionice env "${runenv[@]}" "${dontneed[@]}" "$hc" run --socket "$sock" --mount "$tmp" --
+  same hcrun-ionice
+  grep -Eq '^advise [0-9]+ [0-9]+ dontneed from=preload$' "$slog" \
+    || fail "${dontneed[*]} hintcache run: no dontneed hints arrived: $(head -3 "$slog")"
+  echo "preload: ${dontneed[*]} hintcache run (no --class/--advice): $(grep -c 'dontneed from=preload$' "$slog" || true) dontneed hints"
+fi
 stop_server
 start_server none
 run hcrun-none env "${runenv[@]}" "$hc" run --class background --advice dontneed \

@@ -960,6 +960,37 @@ test_layout (void)
     unlink (img);
   }
 
+  /* Damaged file systems: whatever libext2fs stops at, the reason is a
+   * message, never a bare libext2fs error code.  Cut short after its
+   * metadata; its inode table overwritten with a pattern; its group
+   * descriptors garbled. */
+  static const char *const damages[] = {
+    "truncate -s 2M %s",
+    "dd if=/dev/urandom of=%s bs=4096 seek=$(dumpe2fs %s 2>/dev/null | sed -n 's/.*Inode table at \\([0-9]*\\).*/\\1/p' | head -1) count=64 conv=notrunc status=none",
+    "dd if=/dev/urandom of=%s bs=4096 seek=1 count=1 conv=notrunc status=none",
+  };
+  for (unsigned i = 0; i < sizeof damages / sizeof damages[0]; i++) {
+    snprintf (path, sizeof path, "%s/damaged.img", tmpdir);
+    rc = sh (NULL, 0, true, "mkfs.ext4 -q -F -b 4096 -d %s %s 64M", src, path);
+    CHECK (rc == 0, "mkfs for damage %u", i);
+    rc = sh (NULL, 0, true, damages[i], path, path);
+    CHECK (rc == 0, "damage %u", i);
+    rc = layout_map (path, 0, &m, &st);
+    CHECK (!strstr (st.why, "libext2fs error"), "damage %u: '%s'", i, st.why);
+    if (rc == 0)
+      hc_fsmap_free (&m);
+    hc_fsmap_stats_free (&st);
+    unlink (path);
+  }
+
+  /* Every libext2fs error has its message (2133571361 is "Can't read next
+   * inode", which a scan of a device with a read error stops at). */
+  const char *why = hc_fsmap_ext2_why (2133571361);
+  CHECK (why && strstr (why, "inode"), "libext2fs error 2133571361: %s", why ? why : "(none)");
+  why = hc_fsmap_ext2_why (2133571347);
+  CHECK (why && strstr (why, "not an ext2/3/4"), "bad magic: %s", why ? why : "(none)");
+  CHECK (hc_fsmap_ext2_why (5) && strcmp (hc_fsmap_ext2_why (5), strerror (5)) == 0, "an errno");
+
   /* Not ext2/3/4, and no such file. */
   snprintf (path, sizeof path, "%s/zeros", tmpdir);
   fd = open (path, O_CREAT | O_WRONLY | O_TRUNC, 0644);

@@ -156,7 +156,7 @@ static const char replay_usage[] =
   "Replays a block trace through hintcache's cache for every strategy × policy × size and\n"
   "prints misses, modeled read latency (disk behind flash) and flash bytes written.\n"
   "  --cache SIZES      comma-separated: blocks (10000), bytes (64M) or a share of the\n"
-  "                     footprint (5%%); default 5%%,10%%\n"
+  "                     footprint (5%); default 5%,10%\n"
   "  --strategy LIST    none, process, file, io, oracle (Belady with bypass); default all\n"
   "  --policy LIST      hintaware, lru, s3fifo, fifo, arc, belady; default hintaware\n"
   "  --format F         csv, blkparse, ftrace, msr, oracle, bin (default: detected)\n"

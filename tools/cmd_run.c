@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "hintcache/hintcache.h"
@@ -47,7 +48,7 @@ static const char usage[] =
   "  --class CLASS     the default class (metadata, journal, transaction, data, paging,\n"
   "                    streaming, background)\n"
   "  --advice ADVICE   the default advice (dontneed, willneed, evict, normal); advice in\n"
-  "                    the I/O priority wins\n"
+  "                    the I/O priority wins, and is enough without --class/--advice\n"
   "  --socket SOCKET   the volume's control socket (default: $HINTCACHE_SOCKET)\n"
   "  --mount DIR       a directory on a file system that lives on the volume; @OFFSET\n"
   "                    (K/M/G/T suffixes) is where its device starts on the volume.\n"
@@ -61,6 +62,21 @@ static const char usage[] =
   "\n"
   "Example: hintcache run --class background --advice dontneed --socket /run/hc.sock \\\n"
   "           --mount /mnt/hc -- cp big.iso /mnt/hc/\n";
+
+/* The advice the RFC's bits of this process's I/O priority carry (as the
+ * preload library reads them), or HC_ADVICE_NONE. */
+static unsigned
+ioprio_advice (void)
+{
+  long v = syscall (SYS_ioprio_get, 1 /* IOPRIO_WHO_PROCESS */, 0);
+  struct hc_wire w = { .n = 1, .v = { v > 0 ? (uint64_t) v : 0 } };
+  struct hc_hint h = { 0 };
+
+  if (v <= 0 || hc_codec_decode (hc_codec_get (HC_CODEC_RFC2014), NULL, &w, HC_DIR_WRITE, &h,
+                                 NULL, 0) < 0)
+    return HC_ADVICE_NONE;
+  return h.advice;
+}
 
 /* Finds the preload library; returns 0 with its path in out, or -ENOENT. */
 static int
@@ -169,8 +185,9 @@ cmd_run (int argc, char **argv)
   }
   if (optind >= argc)
     return cli_usage (cmd, "no COMMAND to run (hintcache run [OPTIONS] -- COMMAND …)");
-  if (!cls && !adv)
-    return cli_usage (cmd, "say what hint: --class CLASS and/or --advice ADVICE");
+  if (!cls && !adv && ioprio_advice () == HC_ADVICE_NONE)
+    return cli_usage (cmd, "say what hint: --class CLASS and/or --advice ADVICE, or run under "
+                      "an I/O priority that carries advice (ionice -c2 -n4096: dontneed)");
   if (!sock)
     sock = getenv ("HINTCACHE_SOCKET");
   if (!sock || !*sock)

@@ -40,8 +40,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <et/com_err.h>
 #include <ext2fs/ext2fs.h>
 #include <ext2fs/ext3_extents.h>
+#include <pthread.h>
 
 #include "fsmap/fsmap.h"
 
@@ -60,10 +62,18 @@ struct layout {
   struct hc_hint run_hint;
 };
 
-/* A short text for a libext2fs error code (without libcom_err). */
-static const char *
-ext2_why (errcode_t e)
+/* Registers libext2fs's error table with com_err, once. */
+static void
+ext2_errors_init (void)
 {
+  initialize_ext2_error_table ();
+}
+
+const char *
+hc_fsmap_ext2_why (long e)
+{
+  static pthread_once_t once = PTHREAD_ONCE_INIT;
+
   switch (e) {
   case EXT2_ET_BAD_MAGIC: return "not an ext2/3/4 file system (bad superblock magic)";
   case EXT2_ET_SHORT_READ: return "short read (the device is smaller than the file system)";
@@ -79,7 +89,10 @@ ext2_why (errcode_t e)
   }
   if (e > 0 && e < 4096)
     return strerror ((int) e);
-  return NULL;
+  pthread_once (&once, ext2_errors_init);
+  const char *m = error_message (e);
+  /* com_err's fallback for a code it does not know is "Unknown code …". */
+  return m && strncmp (m, "Unknown code", 12) != 0 ? m : NULL;
 }
 
 /* A negative errno for a libext2fs error code. */
@@ -101,7 +114,7 @@ ext2_errno (errcode_t e)
 static int
 fail (struct hc_fsmap_stats *st, const char *device, const char *what, errcode_t e)
 {
-  const char *why = ext2_why (e);
+  const char *why = hc_fsmap_ext2_why ((long) e);
 
   st->ext2_error = (long) e;
   if (why)

@@ -348,4 +348,10 @@ int hc_fsmap_scan_tree (const struct hc_fsmap_opts *o, struct hc_fsmap_builder *
  * the truth. */
 int hc_fsmap_scan (const struct hc_fsmap_opts *o, struct hc_fsmap *out, struct hc_fsmap_stats *st);
 
+/* A short text for a libext2fs error code (as in hc_fsmap_stats.ext2_error):
+ * the project's own for the common ones (they say what to do), else
+ * libext2fs's message from com_err, else strerror for an errno; NULL for a
+ * code nobody knows. */
+const char *hc_fsmap_ext2_why (long code);
+
 #endif /* HC_FSMAP_H */
