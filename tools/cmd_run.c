@@ -61,7 +61,7 @@ static const char usage[] =
   "(127 if it cannot be found, 126 if it cannot be executed).\n"
   "\n"
   "Example: hintcache run --class background --advice dontneed --socket /run/hc.sock \\\n"
-  "           --mount /mnt/hc -- cp big.iso /mnt/hc/\n";
+  "           --mount /mnt/hc -- cp dump.tar /mnt/hc/\n";
 
 /* The advice the RFC's bits of this process's I/O priority carry (as the
  * preload library reads them), or HC_ADVICE_NONE. */
