@@ -3,6 +3,7 @@
 # statuses, --help on every subcommand, and JSON that jq can read.
 set -eu
 hc=$1
+src=${3:-$(dirname "$0")/..}
 . "$(dirname "$0")/functions.sh"
 requires jq
 
@@ -73,6 +74,9 @@ printf 'metadata.priority = 9\n' > "$tmp/ok.conf"
 expect_status 0 "$hc" hint classes --config "$tmp/ok.conf" --json
 [ "$(echo "$out" | jq -r '.[1].attributes.priority')" = 9 ] || fail "config applied"
 printf '# x\nmetadata.priority = 9\nmetadata.colour = red\n' > "$tmp/bad.conf"
+# The example the README shows is shipped, and valid.
+expect_status 0 "$hc" hint classes --config "$src/docs/examples/classes.conf" --json
+[ "$(echo "$out" | jq -r '.[1].attributes.priority')" = 14 ] || fail "the shipped example applies"
 expect_status 2 "$hc" hint classes --config "$tmp/bad.conf"
 contains "$err" "bad.conf:3: unknown attribute 'colour'" "line-numbered config error"
 expect_status 1 "$hc" hint classes --config "$tmp/missing.conf"
