@@ -17,6 +17,7 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -130,7 +131,7 @@ struct common {
 };
 
 enum { OPT_SLOW = 300, OPT_FAST, OPT_BLOCK, OPT_MODE, OPT_POLICY, OPT_RANGES, OPT_FORCE, OPT_DISCARD_DIRTY,
-       OPT_HINT, OPT_OUT, OPT_IN, OPT_PATTERN, OPT_FUA, OPT_SOCKET, OPT_CHECKSUMS, OPT_REPAIR };
+       OPT_HINT, OPT_OUT, OPT_IN, OPT_PATTERN, OPT_FUA, OPT_SOCKET, OPT_CHECKSUMS, OPT_REPAIR, OPT_FORMAT };
 
 static const struct option vol_opts[] = {
   { "help", no_argument, NULL, 'h' },
@@ -151,6 +152,7 @@ static const struct option vol_opts[] = {
   { "pattern", required_argument, NULL, OPT_PATTERN },
   { "fua", no_argument, NULL, OPT_FUA },
   { "socket", required_argument, NULL, OPT_SOCKET },
+  { "format", required_argument, NULL, OPT_FORMAT },
   { NULL, 0, NULL, 0 },
 };
 
@@ -162,6 +164,7 @@ struct args {
   const char *mode, *policy, *hint, *out, *in, *pattern;
   const char *socket; /* stats and clean only */
   bool force, discard_dirty, fua, checksums, repair;
+  bool prometheus;    /* stats --format prometheus */
 };
 
 /* Parses options; returns -1 to go on, or an exit status. */
@@ -205,6 +208,16 @@ parse (const char *cmd, const char *usage, int argc, char **argv, struct args *a
       if (strcmp (cmd, "stats") != 0 && strcmp (cmd, "clean") != 0)
         return cli_usage (cmd, "--socket is for stats and clean only");
       a->socket = optarg;
+      break;
+    case OPT_FORMAT:
+      if (strcmp (cmd, "stats") != 0)
+        return cli_usage (cmd, "--format is for stats only");
+      if (strcmp (optarg, "json") == 0)
+        a->c.json = true;
+      else if (strcmp (optarg, "prometheus") == 0)
+        a->prometheus = true;
+      else if (strcmp (optarg, "text") != 0)
+        return cli_usage (cmd, "--format: '%s' is not one of text, json, prometheus", optarg);
       break;
     default: return cli_usage (cmd, "bad option; see 'hintcache %s --help'", cmd);
     }
@@ -315,13 +328,17 @@ static const char info_usage[] =
   "Opens the volume read-only (the journal is replayed in memory only).\n";
 
 static const char stats_usage[] =
-  "Usage: hintcache stats FAST [--slow FILE] [--json]\n"
-  "       hintcache stats --socket SOCKET [--json]\n"
+  "Usage: hintcache stats FAST [--slow FILE] [--json | --format FORMAT]\n"
+  "       hintcache stats --socket SOCKET [--json | --format FORMAT]\n"
   "\n"
   "Shows a volume's lifetime statistics by class, as of its last checkpoint: hits, misses,\n"
   "admissions and bypasses (with their reasons) for reads and writes, evictions,\n"
   "write-backs, hint hits, client bytes and flash bytes written.\n"
-  "With --socket, asks a running volume through its control socket: live figures.\n";
+  "With --socket, asks a running volume through its control socket: live figures.\n"
+  "  --format F   text (default), json (as --json) or prometheus: the Prometheus text\n"
+  "               exposition format, every metric labelled volume=\"FAST or SOCKET\", for\n"
+  "               node_exporter's textfile collector (write to a temporary file, then\n"
+  "               rename it into the collector's directory)\n";
 
 static void
 json_class_stats (struct json *j, const struct hc_class_stats *c)
@@ -415,6 +432,117 @@ print_stats_text (const struct hc_stats *st)
           st->errors_fast, st->errors_checksum);
 }
 
+/* Writes a label value with the exposition format's escapes. */
+static void
+prom_label_value (const char *s)
+{
+  for (; *s; s++)
+    if (*s == '\\' || *s == '"')
+      printf ("\\%c", *s);
+    else if (*s == '\n')
+      fputs ("\\n", stdout);
+    else
+      putchar (*s);
+}
+
+/* One metric family's header. */
+static void
+prom_family (const char *name, const char *type, const char *help)
+{
+  printf ("# HELP hintcache_%s %s\n# TYPE hintcache_%s %s\n", name, help, name, type);
+}
+
+/* One sample: hintcache_NAME{volume="…"[,class="…"][,op="…"][,reason="…"]} V. */
+static void
+prom_sample (const char *name, const char *volume, int cls, int op, int reason, uint64_t v)
+{
+  static const char *const ops[2] = { "read", "write" };
+  printf ("hintcache_%s{volume=\"", name);
+  prom_label_value (volume);
+  putchar ('"');
+  if (cls >= 0)
+    printf (",class=\"%s\"", hc_class_name ((unsigned) cls));
+  if (op >= 0)
+    printf (",op=\"%s\"", ops[op]);
+  if (reason >= 0)
+    printf (",reason=\"%s\"", hc_bypass_name ((unsigned) reason));
+  printf ("} %" PRIu64 "\n", v);
+}
+
+/* `stats --format prometheus`: every counter of the volume, per class and
+ * operation, in the Prometheus text exposition format (counters end in
+ * _total; gauges are what is cached now). */
+static void
+print_stats_prometheus (const struct hc_stats *st, const char *volume)
+{
+  /* Per class and operation. */
+  static const struct {
+    const char *name, *help;
+    size_t off; /* of the uint64_t[2] in struct hc_class_stats */
+  } per_op[] = {
+    { "hits_total", "Cache hits, in blocks.", offsetof (struct hc_class_stats, hits) },
+    { "misses_total", "Cache misses, in blocks.", offsetof (struct hc_class_stats, misses) },
+    { "admissions_total", "Missed blocks admitted to the fast tier.",
+      offsetof (struct hc_class_stats, admissions) },
+    { "client_bytes_total", "Bytes clients read or wrote.", offsetof (struct hc_class_stats, bytes) },
+  };
+  /* Per class. */
+  static const struct {
+    const char *name, *type, *help;
+    size_t off;
+  } per_class[] = {
+    { "evictions_total", "counter", "Blocks evicted to make room.",
+      offsetof (struct hc_class_stats, evictions) },
+    { "writebacks_total", "counter", "Dirty blocks written back to the slow tier (the cleaner's work).",
+      offsetof (struct hc_class_stats, writebacks) },
+    { "hint_hits_total", "counter", "Hits on blocks a hint admitted or protected.",
+      offsetof (struct hc_class_stats, hint_hits) },
+    { "flash_written_bytes_total", "counter", "Bytes written to the fast tier (fills and write hits).",
+      offsetof (struct hc_class_stats, flash_bytes_written) },
+    { "cached_blocks", "gauge", "Blocks cached now.", offsetof (struct hc_class_stats, blocks) },
+    { "dirty_blocks", "gauge", "Dirty blocks now (not yet on the slow tier).",
+      offsetof (struct hc_class_stats, dirty) },
+  };
+  /* The volume's. */
+  const struct {
+    const char *name, *type, *help;
+    uint64_t v;
+  } whole[] = {
+    { "capacity_blocks", "gauge", "Cache blocks of the fast tier.", st->cache_blocks },
+    { "free_blocks", "gauge", "Cache blocks free now (and reusable after the next commit).",
+      st->free_blocks + st->pending_blocks },
+    { "commits_total", "counter", "Metadata commits.", st->commits },
+    { "flushes_total", "counter", "Client flushes.", st->flushes },
+    { "prefetched_blocks_total", "counter", "Blocks brought in by willneed advice.", st->prefetched },
+    { "fast_errors_total", "counter", "Fast-tier errors survived (by bypassing it).", st->errors_fast },
+    { "checksum_errors_total", "counter", "Cached blocks whose data failed its checksum.",
+      st->errors_checksum },
+  };
+
+  for (size_t m = 0; m < sizeof per_op / sizeof per_op[0]; m++) {
+    prom_family (per_op[m].name, "counter", per_op[m].help);
+    for (unsigned c = 0; c < HC_CLASS_COUNT; c++)
+      for (int o = 0; o < 2; o++)
+        prom_sample (per_op[m].name, volume, (int) c, o, -1,
+                     ((const uint64_t *) ((const char *) &st->cls[c] + per_op[m].off))[o]);
+  }
+  prom_family ("bypasses_total", "counter", "Missed blocks not admitted, by reason.");
+  for (unsigned c = 0; c < HC_CLASS_COUNT; c++)
+    for (int o = 0; o < 2; o++)
+      for (int r = 0; r < HC_BYPASS_COUNT; r++)
+        prom_sample ("bypasses_total", volume, (int) c, o, r, st->cls[c].bypass[o][r]);
+  for (size_t m = 0; m < sizeof per_class / sizeof per_class[0]; m++) {
+    prom_family (per_class[m].name, per_class[m].type, per_class[m].help);
+    for (unsigned c = 0; c < HC_CLASS_COUNT; c++)
+      prom_sample (per_class[m].name, volume, (int) c, -1, -1,
+                   *(const uint64_t *) ((const char *) &st->cls[c] + per_class[m].off));
+  }
+  for (size_t m = 0; m < sizeof whole / sizeof whole[0]; m++) {
+    prom_family (whole[m].name, whole[m].type, whole[m].help);
+    prom_sample (whole[m].name, volume, -1, -1, -1, whole[m].v);
+  }
+}
+
 /* Asks a live volume for its statistics.  Returns 0 or an exit status
  * after printing why. */
 static int
@@ -434,7 +562,7 @@ socket_stats (const char *cmd, hc_control_client *c, struct hc_stats *st)
 
 /* `stats --socket S`: the live volume's info and statistics. */
 static int
-stats_socket (const char *cmd, const char *socket, bool json)
+stats_socket (const char *cmd, const char *socket, bool json, bool prometheus)
 {
   hc_control_client *c;
   struct hc_stats st;
@@ -449,6 +577,10 @@ stats_socket (const char *cmd, const char *socket, bool json)
     return rc;
   }
   hc_control_close (c);
+  if (prometheus) {
+    print_stats_prometheus (&st, socket);
+    return 0;
+  }
   if (!json) {
     print_stats_text (&st);
     return 0;
@@ -487,7 +619,7 @@ show (const char *cmd, const char *usage, int argc, char **argv, bool stats)
   if (a.socket) {
     if (argc != optind || a.c.slow)
       return cli_usage (cmd, "--socket takes no volume path and no --slow (see --help)");
-    return stats_socket (cmd, a.socket, a.c.json);
+    return stats_socket (cmd, a.socket, a.c.json, a.prometheus);
   }
   if (argc - optind != 1)
     return cli_usage (cmd, "expected the fast tier's path (see --help)");
@@ -504,7 +636,9 @@ show (const char *cmd, const char *usage, int argc, char **argv, bool stats)
     used += st.cls[c].blocks;
     dirty += st.cls[c].dirty;
   }
-  if (a.c.json) {
+  if (a.prometheus) {
+    print_stats_prometheus (&st, argv[optind]);
+  } else if (a.c.json) {
     struct json j;
     json_init (&j, stdout);
     json_object_begin (&j);
