@@ -86,6 +86,17 @@ expect_status 0 "$hc" replay "$tmp/s.oracle" --format oracle --cache 3,9 --strat
   --policy lru,belady --json
 got=$(echo "$out" | jq -c '[.[] | [.cache_blocks, .accesses, .misses]]')
 [ "$got" = "$want" ] || fail "oracleGeneral replays differently: $got vs $want"
+# The labeled CSV written back: byte for byte the source (quoted fields
+# too; an empty label, which means unknown, is written 'unknown', and a
+# field is quoted only when it must be), plain and gzip-compressed, and from
+# the binary form.
+sed -E -e 's/^(([^,]*,){10}),/\1unknown,/' -e 's/,"([^,"]*)"$/,\1/' "$data/sample.csv" \
+  > "$tmp/s.norm.csv"
+expect_status 0 "$hc" trace convert "$data/sample.csv" "$tmp/s2.csv" --to csv
+cmp -s "$tmp/s.norm.csv" "$tmp/s2.csv" || fail "csv → csv differs: $(diff "$tmp/s.norm.csv" "$tmp/s2.csv" | head -5)"
+expect_status 0 "$hc" trace convert "$tmp/s.bin" "$tmp/s3.csv.gz" --to csv
+gzip -t "$tmp/s3.csv.gz" || fail "the .gz output is not gzip"
+zcat "$tmp/s3.csv.gz" | cmp -s "$tmp/s.norm.csv" - || fail "bin → csv.gz differs from the source"
 expect_status 2 "$hc" trace convert "$data/sample.csv" "$tmp/x" --to msr
 
 # The demo, small: the summary, the two sentences and the report.

@@ -532,11 +532,12 @@ cmd_demo (int argc, char **argv)
  */
 static const char trace_usage[] =
   "Usage: hintcache trace stats IN [--format F] [--strict] [--json]\n"
-  "       hintcache trace convert IN OUT [--format F] [--strict] [--to bin|oracle]\n"
+  "       hintcache trace convert IN OUT [--format F] [--strict] [--to bin|csv|oracle]\n"
   "\n"
   "stats: requests, bytes, footprint in blocks, and shares by label, comm and op.\n"
-  "convert: to hintcache's compact binary form (replays fastest), or to libCacheSim's\n"
-  "oracleGeneral (one record per 4 KiB block access, with next-access times).\n";
+  "convert: to hintcache's compact binary form (replays fastest), to the labeled CSV of\n"
+  "the shared traces, or to libCacheSim's oracleGeneral (one record per 4 KiB block\n"
+  "access, with next-access times).  An OUT ending in .gz is written gzip-compressed.\n";
 
 static int
 trace_stats (struct replay_args *a, const char *in)
@@ -705,8 +706,9 @@ cmd_trace (int argc, char **argv)
   /* --to is only for convert; pick it out before the shared parser. */
   for (int i = 1; i < argc - 1; i++)
     if (strcmp (argv[i], "--to") == 0) {
-      if (hc_trace_format_parse (argv[i + 1], &to) < 0 || (to != HC_TRACE_BIN && to != HC_TRACE_ORACLE))
-        return cli_usage ("trace", "--to: '%s' is not bin or oracle", argv[i + 1]);
+      if (hc_trace_format_parse (argv[i + 1], &to) < 0
+          || (to != HC_TRACE_BIN && to != HC_TRACE_CSV && to != HC_TRACE_ORACLE))
+        return cli_usage ("trace", "--to: '%s' is not bin, csv or oracle", argv[i + 1]);
       memmove (argv + i, argv + i + 2, (size_t) (argc - i - 2) * sizeof *argv);
       argc -= 2;
       break;

@@ -178,12 +178,15 @@ const char *hc_trace_string (const hc_trace *t, uint32_t id);
 /* Closes a trace (NULL allowed). */
 void hc_trace_close (hc_trace *t);
 
-/* A writer of the formats that can be written: HC_TRACE_BIN (every field)
- * and HC_TRACE_ORACLE (one record per block access of reads and writes, with
- * next-access times; it holds the trace in memory until closed). */
+/* A writer of the formats that can be written: HC_TRACE_BIN (every field),
+ * HC_TRACE_CSV (the labeled CSV: every field but the hint-free label
+ * "none", written empty, which reads back as unknown) and HC_TRACE_ORACLE
+ * (one record per block access of reads and writes, with next-access times;
+ * it holds the trace in memory until closed). */
 typedef struct hc_trace_writer hc_trace_writer;
 
-/* Creates path and writes its header.  block_size (0: 4096): oracle's
+/* Creates path ("-": standard output) and writes its header; a path ending
+ * in ".gz" is written gzip-compressed.  block_size (0: 4096): oracle's
  * block size (requests are cut into blocks of this size), and the block size
  * the binary form's totals are counted in. */
 int hc_trace_writer_open (const char *path, enum hc_trace_format format, uint32_t block_size,

@@ -12,8 +12,17 @@
  * other than R/W/D/F, a flags string that is not an rwbs, an unknown ioprio
  * class or label, a number that does not parse or is out of range.  An
  * empty label means unknown; blank lines are ignored.
+ *
+ * The writer produces the same form, one line per request: the flags are
+ * rebuilt from the op and the rwbs bits, strings are quoted as above, and
+ * a line break inside a string (which no line can hold) becomes '?'.  A
+ * flush with FUA but without PREFLUSH has no rwbs spelling ("FF" reads as
+ * PREFLUSH) and is refused; an unlabeled request (label none) is written
+ * with an empty label, which reads back as unknown.
  */
 #include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "trace_priv.h"
@@ -155,9 +164,92 @@ csv_parse (struct hc_trace *t, char *line, size_t len, struct hc_trace_req *r)
   return HC_LINE_REQ;
 }
 
+/* The writer ------------------------------------------------------------- */
+
+static int
+csv_wopen (struct hc_trace_writer *w)
+{
+  return hc_trace_wput (w, CSV_HEADER "\n", sizeof CSV_HEADER);
+}
+
+/* Appends a field: quoted when it holds a comma or a quote. */
+static int
+csv_wstring (struct hc_trace_writer *w, const char *s)
+{
+  char buf[1024];
+  size_t n = 0;
+  bool quote = s && strpbrk (s, ",\"");
+  int rc;
+
+  if (quote)
+    buf[n++] = '"';
+  for (; s && *s; s++) {
+    if (n + 3 > sizeof buf) {
+      if ((rc = hc_trace_wput (w, buf, n)) < 0)
+        return rc;
+      n = 0;
+    }
+    if (*s == '"')
+      buf[n++] = '"';
+    buf[n++] = *s == '\n' || *s == '\r' ? '?' : *s;
+  }
+  if (quote)
+    buf[n++] = '"';
+  return hc_trace_wput (w, buf, n);
+}
+
+static int
+csv_write (struct hc_trace_writer *w, const struct hc_trace_req *r, const struct hc_trace *src,
+           const char *comm, const char *object)
+{
+  static const char ops[] = "RWDF", *const classes[] = { "none", "rt", "be", "idle" };
+  char line[160], flags[8];
+  size_t f = 0;
+  int n, rc;
+
+  if (r->op == HC_TOP_FLUSH && (r->rwbs & HC_RWBS_FUA) && !(r->rwbs & HC_RWBS_PREFLUSH))
+    return -EINVAL;
+  if (r->rwbs & HC_RWBS_PREFLUSH)
+    flags[f++] = 'F';
+  flags[f++] = ops[r->op];
+  if (r->rwbs & HC_RWBS_FUA)
+    flags[f++] = 'F';
+  if (r->rwbs & HC_RWBS_READAHEAD)
+    flags[f++] = 'A';
+  if (r->rwbs & HC_RWBS_SYNC)
+    flags[f++] = 'S';
+  if (r->rwbs & HC_RWBS_META)
+    flags[f++] = 'M';
+  flags[f] = '\0';
+  if (src) {
+    comm = r->comm ? hc_trace_string (src, r->comm) : NULL;
+    object = r->object ? hc_trace_string (src, r->object) : NULL;
+  }
+  n = snprintf (line, sizeof line, "%" PRIu64 ",%c,%" PRIu64 ",%" PRIu64 ",%s,%s,%u,%u,",
+                r->ts_ns, ops[r->op], r->offset, r->length, flags, classes[r->ioprio_class],
+                r->ioprio_hint, r->ioprio_level);
+  if ((rc = hc_trace_wput (w, line, (size_t) n)) < 0 || (rc = csv_wstring (w, comm)) < 0)
+    return rc;
+  n = snprintf (line, sizeof line, ",%" PRIu32 ",%s,", r->pid, hc_trace_label_name (r->label));
+  if ((rc = hc_trace_wput (w, line, (size_t) n)) < 0 || (rc = csv_wstring (w, object)) < 0
+      || (rc = hc_trace_wput (w, "\n", 1)) < 0)
+    return rc;
+  w->count++;
+  return 0;
+}
+
+static int
+csv_wclose (struct hc_trace_writer *w)
+{
+  return hc_trace_wflush (w);
+}
+
 const struct hc_trace_fmt hc_trace_fmt_csv = {
   .name = "csv",
   .format = HC_TRACE_CSV,
   .probe = csv_probe,
   .parse = csv_parse,
+  .wopen = csv_wopen,
+  .write = csv_write,
+  .wclose = csv_wclose,
 };

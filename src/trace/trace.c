@@ -965,6 +965,15 @@ hc_trace_wflush (struct hc_trace_writer *w)
   const unsigned char *p = w->buf;
   size_t n = w->len;
 
+  if (w->gz) {
+    int errnum;
+    if (n && gzwrite (w->gz, p, (unsigned) n) != (int) n) {
+      gzerror (w->gz, &errnum);
+      return errnum == Z_ERRNO && errno ? -errno : -EIO;
+    }
+    w->len = 0;
+    return 0;
+  }
   while (n) {
     ssize_t k = write (w->fd, p, n);
     if (k < 0) {
@@ -1010,7 +1019,10 @@ writer_free (struct hc_trace_writer *w)
 {
   int rc = 0;
 
-  if (w->own_fd && w->fd >= 0 && close (w->fd) < 0)
+  if (w->gz) {
+    if (gzclose (w->gz) != Z_OK)
+      rc = -EIO;
+  } else if (w->own_fd && w->fd >= 0 && close (w->fd) < 0)
     rc = -errno;
   hc_trace_strtab_free (&w->strs);
   free (w->src_map);
@@ -1059,6 +1071,12 @@ hc_trace_writer_open (const char *path, enum hc_trace_format format, uint32_t bl
       writer_free (w);
       return rc;
     }
+    size_t n = strlen (path);
+    if (n > 3 && strcmp (path + n - 3, ".gz") == 0 && !(w->gz = gzdopen (w->fd, "wb6"))) {
+      hc_sb_printf (&sb, "%s: cannot start gzip", path);
+      writer_free (w);
+      return -ENOMEM;
+    }
   }
   if ((rc = w->fmt->wopen (w)) < 0) {
     hc_sb_printf (&sb, "%s: %s", path, strerror (-rc));
@@ -1086,7 +1104,9 @@ write_req (hc_trace_writer *w, const struct hc_trace_req *r, const hc_trace *src
       || r->ioprio_level > 7 || r->ioprio_hint > 1023 || r->rwbs > 0x1f
       || !hc_trace_req_in_range (r))
     return -EINVAL;
-  if ((rc = w->fmt->write (w, r, src, comm, object)) < 0)
+  /* A request the format cannot spell is refused alone; an output error
+   * stays. */
+  if ((rc = w->fmt->write (w, r, src, comm, object)) < 0 && rc != -EINVAL)
     w->err = rc;
   return rc;
 }

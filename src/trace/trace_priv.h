@@ -161,6 +161,7 @@ struct hc_trace_writer {
   const struct hc_trace_fmt *fmt;
   int fd;
   bool own_fd;        /* false for standard output */
+  gzFile gz;          /* a path ending in .gz: the output compressed (owns fd) */
   int err;            /* the first error, sticky */
   uint32_t block_size;
   unsigned char *buf; /* output buffer */
