@@ -3,7 +3,7 @@
  *   nbdkit hintcache fast=FAST [slow=SLOW] [mode=M] [format=true|force|discard]
  *                    [policy=P] [block-size=N] [control=SOCKET] [classes=FILE]
  *                    [seq-cutoff=SIZE] [direct=true] [slow-timeout=SECONDS]
- *                    [checksums=true]
+ *                    [checksums=true] [trace=FILE]
  *
  * The volume's two tiers are FAST (a file or block device: the flash) and
  * SLOW (a file, a block device, or an NBD URI such as
@@ -27,6 +27,17 @@
  * because a flush commits the volume's journal and flushes both tiers,
  * which makes every connection's completed writes durable.
  *
+ * trace=FILE records every request served, as the labeled CSV of the shared
+ * traces (gzip-compressed when FILE ends in .gz), so that a deployment can
+ * be replayed under other policies and sizes (`hintcache replay FILE`):
+ * time since the volume opened, op, offset, length, FUA (and a flush as
+ * "FF", the kernel's flush request), comm "nbd" and the connection's
+ * number as pid, the export name as object, and a label for the export's
+ * class (metadata: fs_metadata, journal: journal, transaction: table,
+ * background: temp, other classes: other_file, none: unknown), which the
+ * replayer's built-in `io` rules map back to the class.  Requests are
+ * written in the order they complete, under one lock.
+ *
  * Lifecycle: config_complete checks the keys; get_ready opens the tiers,
  * formats if asked and checks that FAST holds a volume for SLOW (so errors
  * show before nbdkit detaches); after_fork opens the volume (its cleaner is a
@@ -39,17 +50,20 @@
 #include <errno.h>
 #include <stdatomic.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "hintcache/hintcache.h"
 #include "hintcache/control.h"
+#include "hintcache/trace.h"
 
 #define THREAD_MODEL NBDKIT_THREAD_MODEL_PARALLEL
 
 static struct {
-  char *fast, *slow, *control, *classes_file, *policy;
+  char *fast, *slow, *control, *classes_file, *policy, *trace;
   bool direct;
   int checksums;         /* 0 not given, 1 false, 2 true (applies when formatting) */
   int format;            /* 0 no, 1 if missing, 2 force (no dirty data), 3 discard */
@@ -65,10 +79,56 @@ static hc_classes *classes;
 static hc_volume *vol;
 static hc_control *control;
 
+/* trace=FILE: the writer, its lock, and the clock's origin. */
+static hc_trace_writer *tracer;
+static pthread_mutex_t trace_lock = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t trace_t0;
+static _Atomic uint32_t connections;
+
 /* One connection. */
 struct handle {
   struct hc_ioctx ctx;
+  const char *export; /* its name, interned by nbdkit */
+  uint32_t id;        /* its number, from 1 */
 };
+
+static uint64_t
+now_ns (void)
+{
+  struct timespec ts;
+  clock_gettime (CLOCK_MONOTONIC, &ts);
+  return (uint64_t) ts.tv_sec * 1000000000u + (uint64_t) ts.tv_nsec;
+}
+
+/* Appends a request to the trace (if one is kept); a failure to write it
+ * is logged once and ends the trace, never the request. */
+static void
+trace_req (const struct handle *h, unsigned op, uint64_t offset, uint64_t length, uint16_t rwbs)
+{
+  static const uint8_t label[HC_CLASS_COUNT] = {
+    [HC_CLASS_UNCLASSIFIED] = HC_LABEL_UNKNOWN, [HC_CLASS_METADATA] = HC_LABEL_FS_METADATA,
+    [HC_CLASS_JOURNAL] = HC_LABEL_JOURNAL,      [HC_CLASS_TRANSACTION] = HC_LABEL_TABLE,
+    [HC_CLASS_DATA] = HC_LABEL_OTHER_FILE,      [HC_CLASS_PAGING] = HC_LABEL_OTHER_FILE,
+    [HC_CLASS_STREAMING] = HC_LABEL_OTHER_FILE, [HC_CLASS_BACKGROUND] = HC_LABEL_TEMP,
+  };
+  if (!tracer)
+    return;
+  struct hc_trace_req r = { .op = (uint8_t) op, .offset = offset, .length = length, .rwbs = rwbs,
+                            .pid = h->id,
+                            .label = h->ctx.hint.cls < HC_CLASS_COUNT ? label[h->ctx.hint.cls]
+                                                                      : HC_LABEL_UNKNOWN };
+  pthread_mutex_lock (&trace_lock);
+  if (tracer) {
+    r.ts_ns = now_ns () - trace_t0;
+    int rc = hc_trace_write_strings (tracer, &r, "nbd", h->export);
+    if (rc < 0) {
+      nbdkit_error ("trace=%s: %s: no more requests are recorded", cfg.trace, strerror (-rc));
+      hc_trace_writer_close (tracer);
+      tracer = NULL;
+    }
+  }
+  pthread_mutex_unlock (&trace_lock);
+}
 
 static void
 hc_unload (void)
@@ -78,6 +138,7 @@ hc_unload (void)
   free (cfg.control);
   free (cfg.classes_file);
   free (cfg.policy);
+  free (cfg.trace);
 }
 
 /* Paths are made absolute: nbdkit changes directory when it detaches. */
@@ -105,6 +166,8 @@ hc_config (const char *key, const char *value)
     return set_path (&cfg.control, value);
   if (strcmp (key, "classes") == 0)
     return set_path (&cfg.classes_file, value);
+  if (strcmp (key, "trace") == 0)
+    return set_path (&cfg.trace, value);
   if (strcmp (key, "mode") == 0) {
     if (hc_mode_parse (value, &cfg.mode) < 0) {
       nbdkit_error ("mode=%s: expected writethrough, writeback, writearound or passthrough", value);
@@ -193,6 +256,7 @@ hc_config_complete (void)
   "checksums=true      when formatting: checksum every cached block, verified on read\n" \
   "control=SOCKET      serve the control socket (range hints, stats) at SOCKET\n"       \
   "classes=FILE        class attributes (CLASS.ATTRIBUTE = VALUE lines)\n"              \
+  "trace=FILE          record every request served, as labeled CSV (.gz: compressed)\n" \
   "seq-cutoff=SIZE     sequential run length before bypass (default 4M, 0 = never)\n"   \
   "slow-timeout=SECONDS  an NBD slow tier's deadline per request (default 30)\n"        \
   "direct=true         open the fast tier with O_DIRECT\n"                              \
@@ -305,6 +369,12 @@ hc_after_fork (void)
     nbdkit_error ("control=%s: %s", cfg.control, why);
     return -1;
   }
+  if (cfg.trace
+      && (rc = hc_trace_writer_open (cfg.trace, HC_TRACE_CSV, 0, &tracer, why, sizeof why)) < 0) {
+    nbdkit_error ("trace=%s: %s", cfg.trace, why);
+    return -1;
+  }
+  trace_t0 = now_ns ();
   return 0;
 }
 
@@ -313,6 +383,14 @@ hc_cleanup (void)
 {
   hc_control_stop (control);
   control = NULL;
+  pthread_mutex_lock (&trace_lock);
+  if (tracer) {
+    int rc = hc_trace_writer_close (tracer);
+    if (rc < 0)
+      nbdkit_error ("trace=%s: %s", cfg.trace, strerror (-rc));
+    tracer = NULL;
+  }
+  pthread_mutex_unlock (&trace_lock);
   if (vol) {
     int rc = hc_volume_close (vol);
     if (rc < 0)
@@ -371,6 +449,8 @@ hc_open (int readonly)
     return NULL;
   }
   h->ctx.hint = hint;
+  h->export = name && *name ? nbdkit_strdup_intern (name) : NULL;
+  h->id = atomic_fetch_add (&connections, 1) + 1;
   if (hc_stream_new (vol, (struct hc_hint) { 0 }, &h->ctx.stream) < 0) {
     free (h);
     nbdkit_set_error (ENOMEM);
@@ -458,6 +538,7 @@ hc_pread (void *handle, void *buf, uint32_t count, uint64_t offset, uint32_t fla
   struct handle *h = handle;
   int rc = note_health (hc_volume_read (vol, buf, count, offset, &h->ctx));
   (void) flags;
+  trace_req (h, HC_TOP_READ, offset, count, 0);
   return rc < 0 ? fail (rc) : 0;
 }
 
@@ -467,6 +548,7 @@ hc_pwrite (void *handle, const void *buf, uint32_t count, uint64_t offset, uint3
   struct handle *h = handle;
   int rc = note_health (hc_volume_write (vol, buf, count, offset,
                                          flags & NBDKIT_FLAG_FUA ? HC_VOL_FUA : 0, &h->ctx));
+  trace_req (h, HC_TOP_WRITE, offset, count, flags & NBDKIT_FLAG_FUA ? HC_RWBS_FUA : 0);
   return rc < 0 ? fail (rc) : 0;
 }
 
@@ -474,7 +556,8 @@ static int
 hc_flush (void *handle, uint32_t flags)
 {
   int rc = hc_volume_flush (vol);
-  (void) handle, (void) flags;
+  (void) flags;
+  trace_req (handle, HC_TOP_FLUSH, 0, 0, HC_RWBS_PREFLUSH);
   return rc < 0 ? fail (rc) : 0;
 }
 
@@ -485,6 +568,7 @@ hc_trim (void *handle, uint32_t count, uint64_t offset, uint32_t flags)
   int rc = hc_volume_discard (vol, offset, count, &h->ctx);
   if (rc == 0 && (flags & NBDKIT_FLAG_FUA))
     rc = hc_volume_flush (vol);
+  trace_req (h, HC_TOP_DISCARD, offset, count, flags & NBDKIT_FLAG_FUA ? HC_RWBS_FUA : 0);
   return rc < 0 ? fail (rc) : 0;
 }
 
@@ -494,6 +578,8 @@ hc_zero (void *handle, uint32_t count, uint64_t offset, uint32_t flags)
   struct handle *h = handle;
   int rc = note_health (hc_volume_zero (vol, offset, count,
                                         flags & NBDKIT_FLAG_FUA ? HC_VOL_FUA : 0, &h->ctx));
+  /* The block layer's name for a write of zeros is a write. */
+  trace_req (h, HC_TOP_WRITE, offset, count, flags & NBDKIT_FLAG_FUA ? HC_RWBS_FUA : 0);
   return rc < 0 ? fail (rc) : 0;
 }
 
