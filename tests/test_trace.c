@@ -20,6 +20,7 @@
 #include <zlib.h>
 
 #include "hintcache/trace.h"
+#include "record/record.h"
 #include "test.h"
 #include "util.h"
 
@@ -1207,6 +1208,48 @@ test_csv_writer (void)
   hc_trace_close (t);
 }
 
+/* The recorder's reading of trace_pipe lines (src/record/tracefs.c). */
+static void
+test_record_lines (void)
+{
+  struct hc_rec_req q;
+  uint64_t lost = 0;
+
+  CHECK (hc_rec_parse_line ("  kworker/u8:1-19894   [000] ..... 51664.536383: block_rq_issue: "
+                            "7,0 WM 2048 () 4 + 4 be,0,4 [kworker/u8:1]", &q, &lost) == HC_REC_ISSUE
+             && q.ts_ns == 51664536383000ull && q.pid == 19894 && q.op == HC_TOP_WRITE
+             && q.rwbs == HC_RWBS_META && q.sector == 4 && q.nr_sector == 4 && q.ioprio_class == 2
+             && q.ioprio_level == 4 && strcmp (q.comm, "kworker/u8:1") == 0,
+         "an issue");
+  CHECK (hc_rec_parse_line ("  my prog-7 [001] d..1. 1.5: block_rq_issue: 7,0 FF 0 () 0 + 0 "
+                            "none,0,0 [my [x] prog]", &q, &lost) == HC_REC_ISSUE
+             && q.op == HC_TOP_FLUSH && q.rwbs == HC_RWBS_PREFLUSH && q.pid == 7
+             && q.ts_ns == 1500000000ull && strcmp (q.comm, "my [x] prog") == 0,
+         "a flush, a comm with blanks and brackets");
+  CHECK (hc_rec_parse_line ("  dd-1 [000] ..... 2.000001: block_rq_issue: 8,16 RA 4096 () 2048 + 8 "
+                            "[dd]", &q, &lost) == HC_REC_ISSUE && q.ioprio_class == 0
+             && q.rwbs == HC_RWBS_READAHEAD,
+         "a kernel before 6.10 (no ioprio)");
+  CHECK (hc_rec_parse_line ("  <idle>-0 [001] ..s1. 3.25: block_rq_complete: 7,0 W () 2048 + 8 "
+                            "be,0,4 [0]", &q, &lost) == HC_REC_COMPLETE
+             && q.sector == 2048 && q.nr_sector == 8 && q.ts_ns == 3250000000ull,
+         "a completion");
+  CHECK (hc_rec_parse_line ("CPU:1 [LOST 42 EVENTS]", &q, &lost) == HC_REC_LOST && lost == 42,
+         "lost events");
+  CHECK (hc_rec_parse_line ("  a-1 [000] ..... 1.0: sched_switch: prev=a", &q, &lost) == HC_REC_OTHER,
+         "another event");
+  static const char *const bad[] = {
+    "  a-1 [000] ..... x: block_rq_issue: 7,0 W 4096 () 8 + 8 be,0,4 [a]",
+    "  a-1 [000] ..... 1.0: block_rq_issue: 7,0 Q 4096 () 8 + 8 be,0,4 [a]",
+    "  a-1 [000] ..... 1.0: block_rq_issue: 7,0 W 4096 () 8 + 8 be,0,4",
+    "  a-1 [000] ..... 1.0: block_rq_issue: 7,0 W 4096 (",
+    "  a-1 [000] ..... 1.0: block_rq_complete: 7,0 W () 8 + 8 be,2000,4 [0]",
+    "CPU:1 [LOST many EVENTS]",
+  };
+  for (unsigned i = 0; i < sizeof bad / sizeof bad[0]; i++)
+    CHECK (hc_rec_parse_line (bad[i], &q, &lost) == -EINVAL, "bad line %u", i);
+}
+
 /* The README's numbers, the bin round trip on real data, read rates. */
 static void
 test_shared (const char *dir)
@@ -1271,6 +1314,7 @@ main (int argc, char **argv)
   test_rewind ();
   test_bin ();
   test_csv_writer ();
+  test_record_lines ();
   test_oracle ();
   test_mutants ();
   test_shared (shared);

@@ -533,11 +533,13 @@ cmd_demo (int argc, char **argv)
 static const char trace_usage[] =
   "Usage: hintcache trace stats IN [--format F] [--strict] [--json]\n"
   "       hintcache trace convert IN OUT [--format F] [--strict] [--to bin|csv|oracle]\n"
+  "       hintcache trace record --device DEV [--mount DIR] … -o OUT [-- COMMAND …]\n"
   "\n"
   "stats: requests, bytes, footprint in blocks, and shares by label, comm and op.\n"
   "convert: to hintcache's compact binary form (replays fastest), to the labeled CSV of\n"
   "the shared traces, or to libCacheSim's oracleGeneral (one record per 4 KiB block\n"
-  "access, with next-access times).  An OUT ending in .gz is written gzip-compressed.\n";
+  "access, with next-access times).  An OUT ending in .gz is written gzip-compressed.\n"
+  "record: a labeled trace of a block device while a command runs (see its --help).\n";
 
 static int
 trace_stats (struct replay_args *a, const char *in)
@@ -703,6 +705,8 @@ cmd_trace (int argc, char **argv)
   enum hc_trace_format to = HC_TRACE_BIN;
   int rc;
 
+  if (argc >= 2 && strcmp (argv[1], "record") == 0)
+    return cmd_trace_record (argc - 1, argv + 1);
   /* --to is only for convert; pick it out before the shared parser. */
   for (int i = 1; i < argc - 1; i++)
     if (strcmp (argv[i], "--to") == 0) {
@@ -719,5 +723,5 @@ cmd_trace (int argc, char **argv)
     return trace_stats (&a, argv[optind + 1]);
   if (argc - optind >= 2 && strcmp (argv[optind], "convert") == 0 && argc - optind == 3)
     return trace_convert (&a, argv[optind + 1], argv[optind + 2], to);
-  return cli_usage ("trace", "expected 'stats IN' or 'convert IN OUT' (see --help)");
+  return cli_usage ("trace", "expected 'stats IN', 'convert IN OUT' or 'record …' (see --help)");
 }

@@ -28,6 +28,10 @@ int parse_size (const char *s, uint64_t *out);
 int cmd_advise (int argc, char **argv);  /* range hints for byte ranges or files */
 int cmd_control (int argc, char **argv); /* raw requests, for scripts */
 
+/* `hintcache trace record`: a labeled trace of a block device while a
+ * command runs (cmd_record.c); argv[0] is "record". */
+int cmd_trace_record (int argc, char **argv);
+
 /* `hintcache hintd`: the file-system-aware hint daemon (cmd_hintd.c). */
 int cmd_hintd (int argc, char **argv);
 

@@ -1,0 +1,325 @@
+/* What each recorded request touched: a label and an object.
+ *
+ * Two sources, as the shared traces' labeler used them:
+ *   - the file system's layout, read once at the start with libext2fs
+ *     (src/fsmap/ext4.c): its metadata (superblocks, descriptors, bitmaps,
+ *     inode tables, directory and extent-tree blocks) is fs_metadata, its
+ *     internal journal journal;
+ *   - files, by FIEMAP snapshots of every regular file under the mount,
+ *     each stamped with its CLOCK_MONOTONIC time.  A block's owner can
+ *     change during a run (files are written, deleted and rewritten), so a
+ *     request is resolved by the snapshot nearest to it in time; a file
+ *     keeps the path it had in that snapshot.  Extents still in delayed
+ *     allocation have no place yet and are left out (a later snapshot has
+ *     them).
+ * A file's data is labelled by built-in path rules: write-ahead logs (a
+ * pg_wal directory, names ending in -wal, .wal or -journal) are wal, backups
+ * and temporary files (/backup, /backups, pgsql_tmp, /tmp) temp, anything
+ * else other_file.  Bytes no snapshot and no layout claims are unknown.
+ *
+ * A snapshot is an array of extents sorted by their place on the device,
+ * and a table of paths; resolving is a binary search.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "fsmap/fsmap.h"
+#include "hintcache/extents.h"
+#include "record/record.h"
+#include "util.h"
+
+struct extent {
+  uint64_t start, end; /* device bytes */
+  uint32_t path;       /* index in the snapshot's paths */
+};
+
+struct snapshot {
+  uint64_t ts_ns;
+  struct extent *e;
+  size_t n, cap;
+  char **paths;
+  uint8_t *labels; /* per path */
+  size_t npaths, cappaths;
+};
+
+struct hc_labeler {
+  char *mount;
+  size_t mount_len;
+  struct hc_fsmap layout;
+  struct snapshot *s;
+  size_t ns, caps;
+};
+
+/* The built-in label of a file's path (relative to the mount, with a
+ * leading '/'). */
+static uint8_t
+path_label (const char *p)
+{
+  size_t n = strlen (p);
+  static const char *const wal_suffix[] = { "-wal", ".wal", "-journal" };
+
+  if (strstr (p, "/pg_wal/") || strstr (p, "/pg_xlog/"))
+    return HC_LABEL_WAL;
+  for (unsigned i = 0; i < 3; i++) {
+    size_t k = strlen (wal_suffix[i]);
+    if (n > k && strcmp (p + n - k, wal_suffix[i]) == 0)
+      return HC_LABEL_WAL;
+  }
+  if (strncmp (p, "/backup/", 8) == 0 || strncmp (p, "/backups/", 9) == 0
+      || strncmp (p, "/tmp/", 5) == 0 || strstr (p, "/pgsql_tmp/"))
+    return HC_LABEL_TEMP;
+  return HC_LABEL_OTHER_FILE;
+}
+
+int
+hc_labeler_new (const char *device, const char *mount, hc_labeler **out, char *why, size_t whylen)
+{
+  struct hc_fsmap_builder b = { 0 };
+  struct hc_fsmap_stats st = { 0 };
+  struct hc_sb sb;
+  hc_labeler *l;
+  int rc;
+
+  hc_sb_init (&sb, why, whylen);
+  *out = NULL;
+  if (!(l = calloc (1, sizeof *l)))
+    return -ENOMEM;
+  if (mount) {
+    if (!(l->mount = realpath (mount, NULL))) {
+      rc = -errno;
+      hc_sb_printf (&sb, "%s: %s", mount, strerror (-rc));
+      free (l);
+      return rc;
+    }
+    l->mount_len = strlen (l->mount);
+  }
+  rc = hc_fsmap_scan_layout (device, 0, &b, &st);
+  if (rc == 0)
+    rc = hc_fsmap_build (&b, &l->layout);
+  hc_fsmap_builder_free (&b);
+  if (rc < 0) {
+    hc_sb_printf (&sb, "the layout of %s: %s", device, st.why[0] ? st.why : strerror (-rc));
+    hc_fsmap_stats_free (&st);
+    hc_labeler_free (l);
+    return rc;
+  }
+  hc_fsmap_stats_free (&st);
+  *out = l;
+  return 0;
+}
+
+/* The snapshot being filled by the tree walk (nftw has no argument). */
+static struct {
+  hc_labeler *l;
+  struct snapshot *s;
+  int err;
+} walk;
+
+static int
+add_path (struct snapshot *s, const char *path, uint32_t *id)
+{
+  if (s->npaths == s->cappaths) {
+    size_t cap = s->cappaths ? 2 * s->cappaths : 256;
+    char **p = realloc (s->paths, cap * sizeof *p);
+    uint8_t *lab = realloc (s->labels, cap);
+    if (p)
+      s->paths = p;
+    if (lab)
+      s->labels = lab;
+    if (!p || !lab)
+      return -ENOMEM;
+    s->cappaths = cap;
+  }
+  if (!(s->paths[s->npaths] = strdup (path)))
+    return -ENOMEM;
+  s->labels[s->npaths] = path_label (path);
+  *id = (uint32_t) s->npaths++;
+  return 0;
+}
+
+static int
+add_extent (struct snapshot *s, uint64_t start, uint64_t len, uint32_t path)
+{
+  if (s->n == s->cap) {
+    size_t cap = s->cap ? 2 * s->cap : 1024;
+    struct extent *e = realloc (s->e, cap * sizeof *e);
+    if (!e)
+      return -ENOMEM;
+    s->e = e;
+    s->cap = cap;
+  }
+  s->e[s->n++] = (struct extent) { start, start + len, path };
+  return 0;
+}
+
+/* Each regular file: its extents, under its path relative to the mount. */
+static int
+visit (const char *fpath, const struct stat *sb, int type, struct FTW *ftw)
+{
+  struct hc_extent_list el = { 0 };
+  uint32_t id;
+  int fd, rc;
+
+  (void) ftw;
+  if (type != FTW_F || !S_ISREG (sb->st_mode) || sb->st_size == 0)
+    return 0;
+  if ((fd = open (fpath, O_RDONLY | O_CLOEXEC | O_NOATIME)) < 0
+      && (fd = open (fpath, O_RDONLY | O_CLOEXEC)) < 0)
+    return 0; /* gone meanwhile, or unreadable: its blocks stay unlabelled */
+  rc = hc_file_extents (fd, 0, UINT64_MAX, 0, &el);
+  close (fd);
+  if (rc < 0 || el.n == 0) {
+    hc_extent_list_free (&el);
+    return 0;
+  }
+  const char *rel = fpath + walk.l->mount_len;
+  if ((rc = add_path (walk.s, *rel ? rel : "/", &id)) < 0)
+    goto fail;
+  for (size_t i = 0; i < el.n; i++)
+    if ((rc = add_extent (walk.s, el.e[i].physical, el.e[i].length, id)) < 0)
+      goto fail;
+  hc_extent_list_free (&el);
+  return 0;
+fail:
+  hc_extent_list_free (&el);
+  walk.err = rc;
+  return 1;
+}
+
+static int
+by_start (const void *a, const void *b)
+{
+  const struct extent *x = a, *y = b;
+  return x->start < y->start ? -1 : x->start > y->start;
+}
+
+static void
+snapshot_free (struct snapshot *s)
+{
+  for (size_t i = 0; i < s->npaths; i++)
+    free (s->paths[i]);
+  free (s->paths);
+  free (s->labels);
+  free (s->e);
+}
+
+int
+hc_labeler_snapshot (hc_labeler *l)
+{
+  struct snapshot s = { 0 };
+  struct timespec ts;
+
+  if (!l->mount)
+    return 0;
+  clock_gettime (CLOCK_MONOTONIC, &ts);
+  s.ts_ns = (uint64_t) ts.tv_sec * 1000000000u + (uint64_t) ts.tv_nsec;
+  walk.l = l;
+  walk.s = &s;
+  walk.err = 0;
+  if (nftw (l->mount, visit, 64, FTW_PHYS | FTW_MOUNT) < 0 && !walk.err)
+    walk.err = -errno;
+  if (walk.err) {
+    int rc = walk.err;
+    snapshot_free (&s);
+    return rc;
+  }
+  qsort (s.e, s.n, sizeof *s.e, by_start);
+  if (l->ns == l->caps) {
+    size_t cap = l->caps ? 2 * l->caps : 8;
+    struct snapshot *v = realloc (l->s, cap * sizeof *v);
+    if (!v) {
+      snapshot_free (&s);
+      return -ENOMEM;
+    }
+    l->s = v;
+    l->caps = cap;
+  }
+  l->s[l->ns++] = s;
+  return 0;
+}
+
+size_t
+hc_labeler_snapshots (const hc_labeler *l, size_t *files)
+{
+  if (files)
+    *files = l->ns ? l->s[l->ns - 1].npaths : 0;
+  return l->ns;
+}
+
+/* The file whose extent holds a byte of [off, off+len) in snapshot s, as
+ * its path index, or -1: the last extent that starts before the end. */
+static long
+owner (const struct snapshot *s, uint64_t off, uint64_t len)
+{
+  size_t lo = 0, hi = s->n;
+
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (s->e[mid].start < off + len)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo > 0 && s->e[lo - 1].end > off ? (long) s->e[lo - 1].path : -1;
+}
+
+void
+hc_labeler_resolve (const hc_labeler *l, uint64_t ts_ns, uint64_t off, uint64_t len,
+                    uint8_t *label, const char **object)
+{
+  *label = HC_LABEL_UNKNOWN;
+  *object = NULL;
+  /* Files: the snapshots from the nearest in time outwards; the first that
+   * knows an owner of these bytes says (a file written after one snapshot
+   * is in the next). */
+  if (len && l->ns) {
+    size_t after = 0; /* the first snapshot at or after ts */
+    while (after < l->ns && l->s[after].ts_ns < ts_ns)
+      after++;
+    for (size_t a = after, b = after; a < l->ns || b > 0;) {
+      const struct snapshot *s;
+      if (a < l->ns && (b == 0 || l->s[a].ts_ns - ts_ns <= ts_ns - l->s[b - 1].ts_ns))
+        s = &l->s[a++];
+      else
+        s = &l->s[--b];
+      long p = owner (s, off, len);
+      if (p >= 0) {
+        *label = s->labels[p];
+        *object = s->paths[p];
+        return;
+      }
+    }
+  }
+  for (uint64_t at = off; at < off + (len ? len : 1); at += 4096) {
+    struct hc_hint h = hc_fsmap_lookup (&l->layout, at);
+    if (h.cls == HC_CLASS_METADATA) {
+      *label = HC_LABEL_FS_METADATA;
+      *object = "<metadata>";
+      return;
+    }
+    if (h.cls == HC_CLASS_JOURNAL) {
+      *label = HC_LABEL_JOURNAL;
+      *object = "<journal>";
+      return;
+    }
+  }
+}
+
+void
+hc_labeler_free (hc_labeler *l)
+{
+  if (!l)
+    return;
+  for (size_t i = 0; i < l->ns; i++)
+    snapshot_free (&l->s[i]);
+  free (l->s);
+  hc_fsmap_free (&l->layout);
+  free (l->mount);
+  free (l);
+}

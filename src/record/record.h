@@ -1,0 +1,116 @@
+/* Recording a block device's requests, as `hintcache trace record` does.
+ *
+ * Two parts, one file each:
+ *   - tracefs.c: a private tracefs instance with the kernel's block_rq_issue
+ *     and block_rq_complete events filtered to one device, its trace_pipe
+ *     read by a thread while the workload runs, each issue paired with its
+ *     completion (its latency), and every lost event counted (the pipe's
+ *     "[LOST n EVENTS]" notes and the per-CPU buffers' overruns);
+ *   - label.c: what each request touched — the file system's own
+ *     structures from its layout (src/fsmap), and files by FIEMAP snapshots
+ *     of a mounted tree taken during the run (a block's owner can change:
+ *     each request is resolved by the snapshot nearest in time) — as a
+ *     label of the shared traces' CSV and an object (a path or a
+ *     structure), with path rules giving labels.
+ * Internal to the tool; functions return 0 or a negative errno, never
+ * print or exit.
+ */
+#ifndef HC_RECORD_H
+#define HC_RECORD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hintcache/trace.h"
+
+/* ---------------------------------------------------------------------------
+ * Events (tracefs.c)
+ */
+
+/* One request, issued and (if `completed`) completed. */
+struct hc_rec_req {
+  uint64_t ts_ns;       /* issue time, CLOCK_MONOTONIC ns */
+  uint64_t latency_ns;  /* completion minus issue */
+  uint64_t sector;      /* 512-byte sectors */
+  uint32_t nr_sector;
+  uint32_t pid;
+  uint16_t rwbs;        /* enum hc_trace_rwbs bits */
+  uint8_t op;           /* enum hc_trace_op */
+  uint8_t ioprio_class, ioprio_level;
+  uint16_t ioprio_hint;
+  bool completed;
+  char comm[17];
+};
+
+/* What one line of trace_pipe says. */
+enum hc_rec_line {
+  HC_REC_OTHER = 0,  /* nothing to record (another event, a comment) */
+  HC_REC_ISSUE,      /* block_rq_issue: *req filled in */
+  HC_REC_COMPLETE,   /* block_rq_complete: *req's time, op, sector and count */
+  HC_REC_LOST,       /* "CPU:n [LOST k EVENTS]": *lost = k */
+};
+
+/* Parses one line of trace_pipe's text (without its newline).  Returns an
+ * enum hc_rec_line, or -EINVAL for a block event line it cannot read. */
+int hc_rec_parse_line (const char *line, struct hc_rec_req *req, uint64_t *lost);
+
+typedef struct hc_rec hc_rec;
+
+/* Starts recording the block device `device` (a path to it): mounts tracefs
+ * at /sys/kernel/tracing if it is not mounted, creates a private instance
+ * with `buffer_kb` KiB per CPU (0: 65536), filters both events to the
+ * device, turns tracing on and starts the reader thread.  Returns 0,
+ * -ENOTBLK (not a block device), -EACCES/-EPERM (not root), -ENOENT (no
+ * tracefs or no block events), or another negative errno; `why` says
+ * which. */
+int hc_rec_start (const char *device, unsigned buffer_kb, hc_rec **out, char *why,
+                  size_t whylen);
+
+/* Stops: turns tracing off, reads what is left, joins the thread, reads
+ * the per-CPU overrun counts and removes the instance.  Returns 0 or the
+ * reader's error. */
+int hc_rec_stop (hc_rec *r);
+
+/* The requests recorded, in issue order (valid until hc_rec_free). */
+const struct hc_rec_req *hc_rec_reqs (const hc_rec *r, size_t *n);
+
+/* Events lost (0 for a complete trace), and completions that matched no
+ * issue (issued before the start). */
+uint64_t hc_rec_lost (const hc_rec *r);
+uint64_t hc_rec_unmatched (const hc_rec *r);
+
+/* Frees a recorder (stopping it first if needed; NULL allowed). */
+void hc_rec_free (hc_rec *r);
+
+/* ---------------------------------------------------------------------------
+ * Labels (label.c)
+ */
+
+typedef struct hc_labeler hc_labeler;
+
+/* Creates a labeler for the file system on `device` mounted at `mount`
+ * (NULL: no files, only the layout), reading its layout now.  Returns 0 or
+ * a negative errno (`why` says). */
+int hc_labeler_new (const char *device, const char *mount, hc_labeler **out, char *why,
+                    size_t whylen);
+
+/* Takes a FIEMAP snapshot of every regular file under the mount, stamped
+ * with the current CLOCK_MONOTONIC time.  Returns 0 or a negative errno. */
+int hc_labeler_snapshot (hc_labeler *l);
+
+/* Number of snapshots taken, and files in the last one. */
+size_t hc_labeler_snapshots (const hc_labeler *l, size_t *files);
+
+/* The label and object of the bytes [off, off+len) of the device at time
+ * ts_ns: a file's by the snapshot nearest in time that has an owner for
+ * them (labelled by the built-in path rules), else the layout's
+ * (fs_metadata, journal), else unknown with no object.  *object stays
+ * valid until hc_labeler_free. */
+void hc_labeler_resolve (const hc_labeler *l, uint64_t ts_ns, uint64_t off, uint64_t len,
+                         uint8_t *label, const char **object);
+
+/* Frees a labeler (NULL allowed). */
+void hc_labeler_free (hc_labeler *l);
+
+#endif /* HC_RECORD_H */
