@@ -15,7 +15,8 @@
  * of the disk would see.  A summary follows: requests, bytes, footprint,
  * shares by label, comm and I/O priority class, completion latency
  * percentiles, and events lost, which must be 0: a lossy trace is written
- * but the exit status is 3.  Otherwise the exit status is COMMAND's.
+ * but the exit status is 3.  Otherwise the exit status is COMMAND's (0 when
+ * --duration or a signal stopped it).
  */
 #include <errno.h>
 #include <getopt.h>
@@ -55,8 +56,8 @@ static const char record_usage[] =
   "  --duration S           stop after S seconds (COMMAND, if any, is stopped too)\n"
   "  --buffer-size SIZE     the kernel's trace buffer per CPU (default 64M)\n"
   "  -o, --output OUT       the trace to write\n"
-  "The exit status is COMMAND's, or 3 when the kernel lost events (the trace is\n"
-  "written anyway, and the summary says how many).\n";
+  "The exit status is COMMAND's (0 if the recording stopped it), or 3 when the kernel\n"
+  "lost events (the trace is written anyway, and the summary says how many).\n";
 
 static volatile sig_atomic_t interrupted;
 
@@ -251,6 +252,7 @@ cmd_trace_record (int argc, char **argv)
 
   pid_t child = -1;
   int status = 0;
+  bool stopped = false; /* the command was stopped by --duration or a signal */
   if (optind < argc) {
     if ((child = fork ()) < 0) {
       rc = -errno;
@@ -286,6 +288,7 @@ cmd_trace_record (int argc, char **argv)
         kill (child, SIGTERM);
         waitpid (child, &status, 0);
         child = -1;
+        stopped = true;
       }
       break;
     }
@@ -375,6 +378,8 @@ cmd_trace_record (int argc, char **argv)
              "incomplete (a larger buffer or a lighter load would keep them)\n", lost);
     return 3;
   }
+  if (stopped)
+    return 0;
   if (WIFEXITED (status))
     return WEXITSTATUS (status);
   return WIFSIGNALED (status) ? 128 + WTERMSIG (status) : 0;

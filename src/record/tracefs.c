@@ -9,6 +9,9 @@
  * buffers in time order, without blocking (poll with a timeout, so that
  * stopping never waits for an event).
  *
+ * Instances that recorders killed before they could clean up are removed at
+ * the next start (their pid is gone): each holds megabytes per CPU.
+ *
  * Loss is never silent: trace_pipe reports events the ring buffer dropped
  * as "CPU:n [LOST k EVENTS]" lines, and each CPU's stats file counts
  * overruns and dropped events; both are added up.  A lost completion
@@ -34,6 +37,7 @@
 #include <inttypes.h>
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -322,6 +326,30 @@ put (const char *dir, const char *name, const char *value)
   return rc;
 }
 
+/* Removes the instances earlier recorders left when they were killed: each
+ * holds its ring buffers (megabytes per CPU) until it is removed. */
+static void
+remove_stale (const char *root)
+{
+  char path[256];
+  DIR *d;
+  struct dirent *e;
+
+  snprintf (path, sizeof path, "%s/instances", root);
+  if (!(d = opendir (path)))
+    return;
+  while ((e = readdir (d))) {
+    long pid;
+    char stale[600];
+    if (sscanf (e->d_name, "hintcache-%ld-", &pid) != 1 || pid <= 0
+        || kill ((pid_t) pid, 0) == 0 || errno != ESRCH)
+      continue;
+    snprintf (stale, sizeof stale, "%s/%s", path, e->d_name);
+    rmdir (stale);
+  }
+  closedir (d);
+}
+
 /* Finds (or mounts) tracefs; fills root. */
 static int
 find_tracefs (char *root, size_t len)
@@ -374,6 +402,7 @@ hc_rec_start (const char *device, unsigned buffer_kb, hc_rec **out, char *why, s
     hc_sb_printf (&sb, "%s: the kernel has no block tracepoints (CONFIG_BLK_DEV_IO_TRACE)", ev);
     return -ENOENT;
   }
+  remove_stale (root);
   if (!(r = calloc (1, sizeof *r)))
     return -ENOMEM;
   r->pipe_fd = -1;
