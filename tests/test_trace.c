@@ -1,6 +1,7 @@
 /* Trace readers and writers: every reader on its committed sample (exact
  * field values of chosen requests), format detection, malformed-line
- * accounting and strict mode, truncated and corrupt gzip, rewind, the bin
+ * accounting and strict mode, truncated and corrupt gzip, input and output
+ * buffers at and around their sizes, rewind, the bin
  * round trip (every field and string), the oracle writer on a small
  * hand-computed example, and — when the shared development traces are
  * present — their row counts and footprints from their README, plus read
@@ -578,6 +579,150 @@ test_gzip_damage (void)
   write_file (scratch ("corrupt.csv.gz"), z, len);
   expect_eio (scratch ("corrupt.csv.gz"), "corrupt gzip");
   free (z);
+}
+
+/* The input buffer is sized to a small file: files whose size lies at a
+ * page boundary (the last line without a newline, so that only the end of
+ * the input ends it) read whole, detected or given; a gzip file far
+ * smaller than what it holds reads exactly as its plain text; and a bin
+ * conversion larger than the writer's first buffer reads back the same. */
+static void
+test_buffer_sizes (void)
+{
+  static const char header[] = "ts_ns,op,offset_bytes,length_bytes,flags,ioprio_class,"
+                               "ioprio_hint,ioprio_level,comm,pid,label,object\n";
+  static const size_t sizes[] = { 4095, 4096, 4097, 8191, 8192, 131071, 131072, 131073 };
+  char line[128];
+  struct hc_sb sb;
+  char *text = malloc (((size_t) 4 << 20) + 256);
+
+  CHECK (text != NULL, "out of memory");
+  if (!text)
+    return;
+  for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+    size_t want = sizes[k], lines = 0;
+    hc_sb_init (&sb, text, want + 256);
+    hc_sb_printf (&sb, "%s", header);
+    /* Requests while a whole one fits, blank lines to pad, then a last
+     * request exactly long enough to end the file at `want` bytes. */
+    for (;;) {
+      int n = snprintf (line, sizeof line, "%zu,W,%zu,512,W,be,0,4,c%zu,1,wal,o\n", lines,
+                        lines * 512, lines % 7);
+      if (sb.need + (size_t) n + 80 > want)
+        break;
+      hc_sb_printf (&sb, "%s", line);
+      lines++;
+    }
+    int n = snprintf (line, sizeof line, "%zu,W,0,512,W,be,0,4,last,1,wal,", lines);
+    while (sb.need + (size_t) n + 8 < want)
+      hc_sb_printf (&sb, "\n");
+    hc_sb_printf (&sb, "%s", line);
+    size_t object = want - sb.need; /* the last object's name fills the rest */
+    for (size_t i = 0; i < object; i++)
+      hc_sb_printf (&sb, "x");
+    CHECK (sb.need == want && object >= 1, "built %zu bytes, wanted %zu", sb.need, want);
+    write_file (scratch ("edge.csv"), text, sb.need);
+    for (int f = 0; f < 2; f++) {
+      hc_trace *t = open_trace (scratch ("edge.csv"), f ? HC_TRACE_CSV : HC_TRACE_AUTO, true);
+      struct reqs a = read_all (t);
+      CHECK (a.rc == 0 && a.n == lines + 1 && hc_trace_get_format (t) == HC_TRACE_CSV,
+             "%zu bytes (%s): rc %d, %zu of %zu requests (%s)", want, f ? "csv" : "auto", a.rc,
+             a.n, lines + 1, hc_trace_error (t));
+      CHECK (a.n == lines + 1 && strcmp (a.v[lines].comm, "last") == 0
+                 && strlen (a.v[lines].object) == object,
+             "%zu bytes: the last request ends the file", want);
+      free_reqs (&a);
+      hc_trace_close (t);
+    }
+  }
+
+  /* Four megabytes of text in a gzip file of a few kilobytes. */
+  hc_sb_init (&sb, text, ((size_t) 4 << 20) + 256);
+  hc_sb_printf (&sb, "%s", header);
+  size_t lines = 0;
+  while (sb.need < (size_t) 4 << 20) {
+    hc_sb_printf (&sb, "%zu,R,%zu,4096,RA,be,0,4,kv-client,28498,table,kv\n", lines / 512,
+                  (lines % 8) * 4096);
+    lines++;
+  }
+  write_file (scratch ("large.csv"), text, sb.need);
+  gzFile g = gzopen (scratch ("large.csv.gz"), "wb9");
+  CHECK (g && gzwrite (g, text, (unsigned) sb.need) == (int) sb.need && gzclose (g) == Z_OK,
+         "gzip the large csv");
+  struct stat st;
+  CHECK (stat (scratch ("large.csv.gz"), &st) == 0 && st.st_size < (64 << 10),
+         "the gzip file is small (%lld bytes)", (long long) st.st_size);
+  hc_trace *p = open_trace (scratch ("large.csv"), HC_TRACE_AUTO, true);
+  hc_trace *z = open_trace (scratch ("large.csv.gz"), HC_TRACE_AUTO, true);
+  struct reqs a = read_all (p), b = read_batches (z);
+  CHECK (a.rc == 0 && b.rc == 0 && a.n == lines, "plain: rc %d, gzip: rc %d, %zu of %zu", a.rc,
+         b.rc, a.n, lines);
+  same_reqs (&a, &b, false, "large csv vs its small gzip");
+  /* Written as bin (megabytes, far past the writer's first buffer) and
+   * read back. */
+  CHECK (hc_trace_rewind (z) == 0 && to_bin (z, scratch ("large.bin")) == 0, "large to bin");
+  hc_trace *u = open_trace (scratch ("large.bin"), HC_TRACE_BIN, true);
+  struct reqs c = read_all (u);
+  CHECK (c.rc == 0, "large bin: rc %d", c.rc);
+  same_reqs (&a, &c, false, "large csv vs its bin");
+  free_reqs (&a);
+  free_reqs (&b);
+  free_reqs (&c);
+  hc_trace_close (p);
+  hc_trace_close (z);
+  hc_trace_close (u);
+
+  /* A bin string definition longer than a small gzip file's first buffer
+   * (a record must lie whole in the buffer): read whole, not as a cut. */
+  hc_trace_writer *w = NULL;
+  char why[256] = "";
+  memset (text, 'c', 60000);
+  text[60000] = '\0';
+  CHECK (hc_trace_writer_open (scratch ("long.bin"), HC_TRACE_BIN, 0, &w, why, sizeof why) == 0,
+         "writer: %s", why);
+  struct hc_trace_req r = { .op = HC_TOP_READ, .offset = 4096, .length = 4096 };
+  CHECK (w && hc_trace_write_strings (w, &r, text, "o") == 0 && hc_trace_writer_close (w) == 0,
+         "a long string written");
+  size_t len;
+  unsigned char *bin = slurp (scratch ("long.bin"), &len);
+  CHECK (bin != NULL, "read long.bin");
+  g = gzopen (scratch ("long.bin.gz"), "wb9");
+  CHECK (bin && g && gzwrite (g, bin, (unsigned) len) == (int) len && gzclose (g) == Z_OK,
+         "gzip the bin");
+  CHECK (stat (scratch ("long.bin.gz"), &st) == 0 && st.st_size < 4096,
+         "the gzip file is small (%lld bytes)", (long long) st.st_size);
+  u = open_trace (scratch ("long.bin.gz"), HC_TRACE_AUTO, true);
+  c = read_all (u);
+  CHECK (c.rc == 0 && c.n == 1 && strcmp (c.v[0].comm, text) == 0
+             && strcmp (c.v[0].object, "o") == 0,
+         "the long string read back: rc %d, %zu requests (%s)", c.rc, c.n, hc_trace_error (u));
+  free_reqs (&c);
+  hc_trace_close (u);
+  free (bin);
+
+  /* Detection sees at least its head of a small gzip file that holds
+   * more: here blkparse lines longer than the file itself. */
+  hc_sb_init (&sb, text, (size_t) 1 << 20);
+  for (unsigned i = 0; i < 20; i++) {
+    hc_sb_printf (&sb, "  8,0    1 %8u     0.%09u  2077  Q  RA %u + 8 [", i + 1, i, 8 * i);
+    for (unsigned k = 0; k < 6000; k++)
+      hc_sb_printf (&sb, "g");
+    hc_sb_printf (&sb, "]\n");
+  }
+  g = gzopen (scratch ("long_lines.txt.gz"), "wb9");
+  CHECK (g && gzwrite (g, text, (unsigned) sb.need) == (int) sb.need && gzclose (g) == Z_OK,
+         "gzip the long lines");
+  CHECK (stat (scratch ("long_lines.txt.gz"), &st) == 0 && st.st_size < 4096,
+         "the gzip file is small (%lld bytes)", (long long) st.st_size);
+  u = open_trace (scratch ("long_lines.txt.gz"), HC_TRACE_AUTO, true);
+  c = read_all (u);
+  CHECK (u && hc_trace_get_format (u) == HC_TRACE_BLKPARSE && c.rc == 0 && c.n == 20
+             && strlen (c.v[19].comm) == 6000,
+         "long lines in a small gzip: %s, rc %d, %zu requests",
+         u ? hc_trace_format_name (hc_trace_get_format (u)) : "not opened", c.rc, c.n);
+  free_reqs (&c);
+  hc_trace_close (u);
+  free (text);
 }
 
 /* Detection failures and open errors. */
@@ -1194,6 +1339,7 @@ main (int argc, char **argv)
   test_msr ();
   test_malformed ();
   test_gzip_damage ();
+  test_buffer_sizes ();
   test_open_errors ();
   test_rewind ();
   test_bin ();

@@ -3,9 +3,11 @@
  *
  * Input always goes through zlib's gzread, which passes uncompressed files
  * through unchanged, so every format can also be read gzip-compressed.  It
- * lands in one 1 MiB buffer that text formats cut into lines in place and
- * binary formats decode directly; a request therefore never costs a system
- * call.  gzread does not report a stream that simply stops (it returns what
+ * lands in one buffer (up to 1 MiB; no larger than a small file, so that
+ * opening one costs no large allocation) that text formats cut into lines
+ * in place and binary formats decode directly; a request therefore never
+ * costs a system call.  Writers' output buffers likewise start small and
+ * grow.  gzread does not report a stream that simply stops (it returns what
  * it has, then 0), so every end of input is checked with gzerror: a missing
  * gzip trailer or a damaged block is -EIO, never a silent short trace.
  *
@@ -359,6 +361,35 @@ hc_trace_get_format (const hc_trace *t)
 
 /* Input --------------------------------------------------------------------- */
 
+/* The first input buffer: HC_TRACE_BUF0, or for a regular file smaller
+ * than that, its size rounded up to the next page, which holds it whole
+ * with room to spare, so that the first read also meets the end.  (Input
+ * that turns out larger, a small gzip file say, grows it.) */
+static size_t
+first_cap (int64_t size)
+{
+  if (size < 0 || (uint64_t) size >= HC_TRACE_BUF0)
+    return HC_TRACE_BUF0;
+  return ((size_t) size / 4096 + 1) * 4096;
+}
+
+/* Grows the input buffer, to HC_TRACE_BUF0 from a first buffer below it,
+ * else to twice its size, up to HC_TRACE_BUF.  Returns 0 or -ENOMEM. */
+static int
+grow_buffer (struct hc_trace *t)
+{
+  size_t cap = t->cap < HC_TRACE_BUF0 ? HC_TRACE_BUF0 : t->cap * 2;
+  char *b;
+
+  if (cap > HC_TRACE_BUF)
+    cap = HC_TRACE_BUF;
+  if (cap <= t->cap || !(b = realloc (t->buf, cap + 1)))
+    return -ENOMEM;
+  t->buf = b;
+  t->cap = cap;
+  return 0;
+}
+
 /* Refills the buffer until `need` bytes are unread or the input ends. */
 long
 hc_trace_fill (struct hc_trace *t, size_t need)
@@ -372,23 +403,27 @@ hc_trace_fill (struct hc_trace *t, size_t need)
     t->pos = 0;
     t->fill = have;
   }
-  /* A refill means more input than the buffer held: let it grow. */
-  if (t->cap < HC_TRACE_BUF && (t->refilled || need > t->cap)) {
-    size_t cap = t->cap * 2 > HC_TRACE_BUF ? HC_TRACE_BUF : t->cap * 2;
-    char *b = realloc (t->buf, cap + 1);
-    if (b) {
-      t->buf = b;
-      t->cap = cap;
-    }
-  }
-  t->refilled = true;
-  while (t->fill < need && !t->eof && t->fill < t->cap) {
-    int e = Z_OK;
-    int n = gzread (t->gz, t->buf + t->fill, (unsigned) (t->cap - t->fill));
+  /* Input that filled the buffer is larger than it: read it in larger
+   * chunks (if memory is short, the chunks simply stay as they are). */
+  if (t->filled && t->cap < HC_TRACE_BUF)
+    grow_buffer (t);
+  t->filled = false;
+  while (t->fill < need && !t->eof) {
+    int e = Z_OK, n;
     const char *msg;
 
+    /* A full buffer short of `need` (which is at most HC_TRACE_BUF) is a
+     * first buffer sized to a file that holds more than its size. */
+    if (t->fill == t->cap) {
+      if (t->cap >= HC_TRACE_BUF)
+        break;
+      if (grow_buffer (t) < 0)
+        return hc_trace_fail (t, -ENOMEM, "out of memory for the input buffer");
+    }
+    n = gzread (t->gz, t->buf + t->fill, (unsigned) (t->cap - t->fill));
     if (n > 0) {
       t->fill += (size_t) n;
+      t->filled |= t->fill == t->cap;
       continue;
     }
     /* 0 is also what a cut-off gzip stream gives: only gzerror tells. */
@@ -756,7 +791,9 @@ open_input (struct hc_trace *t, const char *path, int64_t *size)
     close (fd);
     return -ENOMEM;
   }
-  gzbuffer (t->gz, GZ_BUFFER);
+  /* zlib's buffers (twice this for its output) need not outgrow a small
+   * file, compressed or not: one read takes all of it. */
+  gzbuffer (t->gz, *size >= 0 && *size < GZ_BUFFER ? (unsigned) first_cap (*size) : GZ_BUFFER);
   return 0;
 }
 
@@ -787,17 +824,23 @@ hc_trace_open (const char *path, const struct hc_trace_opts *o, hc_trace **out, 
   }
   if (!opts.block_size)
     opts.block_size = 4096;
-  if (!(t = calloc (1, sizeof *t)) || !(t->buf = malloc ((t->cap = HC_TRACE_BUF0) + 1))
-      || !(t->scratch = malloc (HC_TRACE_LINE_MAX + 1))) {
+  if (!(t = calloc (1, sizeof *t))) {
     hc_sb_printf (&sb, "out of memory");
-    rc = -ENOMEM;
-    goto err;
+    return -ENOMEM;
   }
   t->opts = opts;
   t->is_stdin = strcmp (path, "-") == 0;
   t->serial = __atomic_fetch_add (&next_serial, 1, __ATOMIC_RELAXED);
   if ((rc = open_input (t, path, &size)) < 0) {
     hc_sb_printf (&sb, "%s: %s", path, strerror (-rc));
+    goto err;
+  }
+  /* The buffer is sized once the file's size is known; the line copy is
+   * only for the text formats' probes, that is for detection. */
+  if (!(t->buf = malloc ((t->cap = first_cap (size)) + 1))
+      || (opts.format == HC_TRACE_AUTO && !(t->scratch = malloc (HC_TRACE_LINE_MAX + 1)))) {
+    hc_sb_printf (&sb, "out of memory");
+    rc = -ENOMEM;
     goto err;
   }
   if ((have = hc_trace_fill (t, HC_TRACE_HEAD)) < 0) {
@@ -988,12 +1031,22 @@ hc_trace_wput (struct hc_trace_writer *w, const void *p, size_t n)
   const unsigned char *s = p;
 
   while (n) {
-    size_t room = HC_TRACE_BUF - w->len, k;
+    size_t room = w->cap - w->len, k;
     int rc;
     if (!room) {
       if ((rc = hc_trace_wflush (w)) < 0)
         return rc;
-      room = HC_TRACE_BUF;
+      /* A writer that filled its buffer writes more: a larger one, now
+       * that it is empty (if memory is short, the one it has). */
+      if (w->cap < HC_TRACE_BUF) {
+        unsigned char *b = malloc (w->cap * 2);
+        if (b) {
+          free (w->buf);
+          w->buf = b;
+          w->cap *= 2;
+        }
+      }
+      room = w->cap;
     }
     k = n < room ? n : room;
     memcpy (w->buf + w->len, s, k);
@@ -1042,7 +1095,7 @@ hc_trace_writer_open (const char *path, enum hc_trace_format format, uint32_t bl
                   hc_trace_format_name (format) ? hc_trace_format_name (format) : "?");
     return -EINVAL;
   }
-  if (!(w = calloc (1, sizeof *w)) || !(w->buf = malloc (HC_TRACE_BUF))) {
+  if (!(w = calloc (1, sizeof *w)) || !(w->buf = malloc (w->cap = HC_TRACE_WBUF0))) {
     free (w);
     hc_sb_printf (&sb, "out of memory");
     return -ENOMEM;

@@ -34,10 +34,14 @@
 
 /* Input is read in chunks of up to this size; binary readers parse
  * straight out of it, so a record costs no system call.  The buffer starts
- * at HC_TRACE_BUF0 and doubles at each refill up to this: a small input
- * never needs a megabyte. */
+ * at HC_TRACE_BUF0 (at a regular file's size rounded up to a page when that
+ * is less) and doubles at each refill after a read that filled it, up to
+ * this: a small input never needs a megabyte.  A writer's output buffer
+ * starts at HC_TRACE_WBUF0 and doubles each time it is written out full,
+ * up to HC_TRACE_BUF too. */
 #define HC_TRACE_BUF ((size_t) 1 << 20)
 #define HC_TRACE_BUF0 ((size_t) 128 << 10)
+#define HC_TRACE_WBUF0 ((size_t) 16 << 10)
 /* The longest text line accepted; a longer one is malformed. */
 #define HC_TRACE_LINE_MAX 16384
 /* The least of the input read before detection looks at it. */
@@ -132,7 +136,7 @@ struct hc_trace {
   char *buf;
   size_t pos, fill, cap;
   bool eof;
-  bool refilled;  /* hc_trace_fill has read before: the buffer may grow */
+  bool filled;    /* input filled the buffer: the next refill grows it */
 
   uint64_t lineno;        /* lines (text) or records (binary) consumed */
   uint64_t skipped;       /* malformed ones skipped */
@@ -141,7 +145,7 @@ struct hc_trace {
   bool probing;           /* parsing for detection: intern nothing */
   char reason[160];       /* why the last malformed line was rejected */
   char err[320];
-  char *scratch;          /* a line copy for probing */
+  char *scratch;          /* a line copy for probing (detection only, else NULL) */
 
   struct hc_trace_strtab strs;
 
@@ -164,7 +168,7 @@ struct hc_trace_writer {
   int err;            /* the first error, sticky */
   uint32_t block_size;
   unsigned char *buf; /* output buffer */
-  size_t len;
+  size_t len, cap;
   uint64_t count;     /* requests (bin) or records (oracle) so far */
 
   /* bin: the file's strings, and a cache src id → file id + 1 for `src`. */
