@@ -581,11 +581,13 @@ test_gzip_damage (void)
   free (z);
 }
 
-/* The input buffer is sized to a small file: files whose size lies at a
+/* Buffers sized to small inputs, and grown: files whose size lies at a
  * page boundary (the last line without a newline, so that only the end of
- * the input ends it) read whole, detected or given; a gzip file far
- * smaller than what it holds reads exactly as its plain text; and a bin
- * conversion larger than the writer's first buffer reads back the same. */
+ * the input ends it; a string per line, so that the string arena grows)
+ * read whole, detected or given; a gzip file far smaller than what it
+ * holds reads exactly as its plain text, and its bin conversion, larger
+ * than the writer's first buffer, reads back the same; a bin string and
+ * detected lines longer than a small gzip file read whole. */
 static void
 test_buffer_sizes (void)
 {
@@ -607,7 +609,7 @@ test_buffer_sizes (void)
      * request exactly long enough to end the file at `want` bytes. */
     for (;;) {
       int n = snprintf (line, sizeof line, "%zu,W,%zu,512,W,be,0,4,c%zu,1,wal,o\n", lines,
-                        lines * 512, lines % 7);
+                        lines * 512, lines);
       if (sb.need + (size_t) n + 80 > want)
         break;
       hc_sb_printf (&sb, "%s", line);
@@ -631,6 +633,14 @@ test_buffer_sizes (void)
       CHECK (a.n == lines + 1 && strcmp (a.v[lines].comm, "last") == 0
                  && strlen (a.v[lines].object) == object,
              "%zu bytes: the last request ends the file", want);
+      /* A string per line: the string table's arena grows block by block
+       * and every text stays where it was. */
+      size_t bad = 0;
+      for (size_t i = 0; i < a.n && i < lines; i++) {
+        snprintf (line, sizeof line, "c%zu", i);
+        bad += strcmp (a.v[i].comm, line) != 0 || a.v[i].r.offset != i * 512;
+      }
+      CHECK (bad == 0, "%zu bytes: %zu requests differ from the lines written", want, bad);
       free_reqs (&a);
       hc_trace_close (t);
     }

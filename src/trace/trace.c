@@ -42,7 +42,9 @@
 #include "trace_priv.h"
 #include "util.h"
 
-/* Size of a block of the string arena. */
+/* Size of a block of the string arena: the first one small (a small
+ * trace has few strings), each next one twice the last, up to this. */
+#define ARENA_BLOCK0 ((size_t) 1 << 10)
 #define ARENA_BLOCK ((size_t) 64 << 10)
 /* zlib's own input buffer: larger than its 8 KiB default, fewer reads. */
 #define GZ_BUFFER (1u << 18)
@@ -192,7 +194,9 @@ strtab_store (struct hc_trace_strtab *s, const char *text, size_t len)
   char *p;
 
   if (len + 1 > s->block_left) {
-    size_t size = len + 1 > ARENA_BLOCK ? len + 1 : ARENA_BLOCK;
+    size_t size = s->nblocks < 6 ? ARENA_BLOCK0 << s->nblocks : ARENA_BLOCK;
+    if (size < len + 1)
+      size = len + 1;
     char **blocks = realloc (s->blocks, (s->nblocks + 1) * sizeof *blocks);
     if (!blocks)
       return NULL;
@@ -362,15 +366,15 @@ hc_trace_get_format (const hc_trace *t)
 /* Input --------------------------------------------------------------------- */
 
 /* The first input buffer: HC_TRACE_BUF0, or for a regular file smaller
- * than that, its size rounded up to the next page, which holds it whole
- * with room to spare, so that the first read also meets the end.  (Input
- * that turns out larger, a small gzip file say, grows it.) */
+ * than that, its size rounded up to the next 64 bytes, which holds it
+ * whole with room to spare, so that the first read also meets the end.
+ * (Input that turns out larger, a small gzip file say, grows it.) */
 static size_t
 first_cap (int64_t size)
 {
   if (size < 0 || (uint64_t) size >= HC_TRACE_BUF0)
     return HC_TRACE_BUF0;
-  return ((size_t) size / 4096 + 1) * 4096;
+  return ((size_t) size / 64 + 1) * 64;
 }
 
 /* Grows the input buffer, to HC_TRACE_BUF0 from a first buffer below it,
@@ -792,7 +796,8 @@ open_input (struct hc_trace *t, const char *path, int64_t *size)
     return -ENOMEM;
   }
   /* zlib's buffers (twice this for its output) need not outgrow a small
-   * file, compressed or not: one read takes all of it. */
+   * file, compressed or not: one read takes all of it (zlib decompresses
+   * larger reads straight into ours). */
   gzbuffer (t->gz, *size >= 0 && *size < GZ_BUFFER ? (unsigned) first_cap (*size) : GZ_BUFFER);
   return 0;
 }
@@ -835,10 +840,8 @@ hc_trace_open (const char *path, const struct hc_trace_opts *o, hc_trace **out, 
     hc_sb_printf (&sb, "%s: %s", path, strerror (-rc));
     goto err;
   }
-  /* The buffer is sized once the file's size is known; the line copy is
-   * only for the text formats' probes, that is for detection. */
-  if (!(t->buf = malloc ((t->cap = first_cap (size)) + 1))
-      || (opts.format == HC_TRACE_AUTO && !(t->scratch = malloc (HC_TRACE_LINE_MAX + 1)))) {
+  /* The buffer is sized once the file's size is known. */
+  if (!(t->buf = malloc ((t->cap = first_cap (size)) + 1))) {
     hc_sb_printf (&sb, "out of memory");
     rc = -ENOMEM;
     goto err;
@@ -846,6 +849,14 @@ hc_trace_open (const char *path, const struct hc_trace_opts *o, hc_trace **out, 
   if ((have = hc_trace_fill (t, HC_TRACE_HEAD)) < 0) {
     rc = (int) have;
     hc_sb_printf (&sb, "%s: %s", path, t->err);
+    goto err;
+  }
+  /* The line copy of the text formats' probes, that is of detection: no
+   * line of the head is longer than the head. */
+  if (opts.format == HC_TRACE_AUTO
+      && !(t->scratch = malloc ((t->fill < HC_TRACE_LINE_MAX ? t->fill : HC_TRACE_LINE_MAX) + 1))) {
+    hc_sb_printf (&sb, "out of memory");
+    rc = -ENOMEM;
     goto err;
   }
   whole = t->eof;

@@ -41,7 +41,7 @@
  * up to HC_TRACE_BUF too. */
 #define HC_TRACE_BUF ((size_t) 1 << 20)
 #define HC_TRACE_BUF0 ((size_t) 128 << 10)
-#define HC_TRACE_WBUF0 ((size_t) 16 << 10)
+#define HC_TRACE_WBUF0 ((size_t) 4 << 10)
 /* The longest text line accepted; a longer one is malformed. */
 #define HC_TRACE_LINE_MAX 16384
 /* The least of the input read before detection looks at it. */
@@ -145,7 +145,8 @@ struct hc_trace {
   bool probing;           /* parsing for detection: intern nothing */
   char reason[160];       /* why the last malformed line was rejected */
   char err[320];
-  char *scratch;          /* a line copy for probing (detection only, else NULL) */
+  char *scratch;          /* a line copy for probing: detection only (else NULL),
+                           * as long as the head read for it or a line at most */
 
   struct hc_trace_strtab strs;
 
