@@ -735,6 +735,145 @@ test_buffer_sizes (void)
   free (text);
 }
 
+/* A gzip stream cut anywhere after its magic never reads as a clean end:
+ * the open or the read ends with -EIO, after requests that are a prefix of
+ * the whole stream's.  (zlib's gzread returns a clean end when its output
+ * fills exactly as the cut input runs out: every cut point is tried, at
+ * several compression levels.) */
+static void
+test_gzip_cuts (void)
+{
+  struct hc_sb sb;
+  char *text = malloc (64 << 10);
+  unsigned cuts = 0, bad = 0;
+
+  CHECK (text != NULL, "out of memory");
+  if (!text)
+    return;
+  hc_sb_init (&sb, text, 64 << 10);
+  hc_sb_printf (&sb, "ts_ns,op,offset_bytes,length_bytes,flags,ioprio_class,ioprio_hint,"
+                     "ioprio_level,comm,pid,label,object\n");
+  for (unsigned i = 0; i < 400; i++)
+    hc_sb_printf (&sb, "%u,%c,%u,4096,RA,be,0,4,client%u,%u,table,kv%u\n", i * 977,
+                  "RW"[i % 3 == 0], (i * 2654435761u) % 100000 * 4096, i % 13, 1000 + i % 5,
+                  i % 29);
+  write_file (scratch ("cuts.csv"), text, sb.need);
+  hc_trace *p = open_trace (scratch ("cuts.csv"), HC_TRACE_CSV, true);
+  struct reqs whole = read_all (p);
+  CHECK (whole.rc == 0 && whole.n == 400, "the whole csv: rc %d, %zu requests", whole.rc, whole.n);
+  for (int level = 1; level <= 9; level += 4) {
+    uLongf zlen = compressBound (sb.need) + 64;
+    unsigned char *z = malloc (zlen);
+    z_stream zs = { 0 };
+    CHECK (z && deflateInit2 (&zs, level, Z_DEFLATED, 16 + 15, 8, Z_DEFAULT_STRATEGY) == Z_OK,
+           "deflateInit2");
+    zs.next_in = (Bytef *) text;
+    zs.avail_in = (uInt) sb.need;
+    zs.next_out = z;
+    zs.avail_out = (uInt) zlen;
+    CHECK (deflate (&zs, Z_FINISH) == Z_STREAM_END, "deflate");
+    zlen = zs.total_out;
+    deflateEnd (&zs);
+    for (size_t cut = 2; cut < zlen; cut++) {
+      struct hc_trace_opts o = { .format = HC_TRACE_CSV };
+      hc_trace *t = NULL;
+      char why[256];
+      write_file (scratch ("cut.csv.gz"), z, cut);
+      int rc = hc_trace_open (scratch ("cut.csv.gz"), &o, &t, why, sizeof why);
+      struct reqs a = read_all (t);
+      size_t same = 0;
+      while (same < a.n && same < whole.n && same_req (&a.v[same], &whole.v[same], false))
+        same++;
+      cuts++;
+      if (!(rc == 0 ? a.rc == -EIO && same == a.n : rc == -EIO) && bad++ < 5)
+        CHECK (0, "level %d, cut at %zu of %lu: open %d, read %d after %zu requests (%zu as "
+               "in the whole stream): %s", level, cut, (unsigned long) zlen, rc, a.rc, a.n,
+               same, t ? hc_trace_error (t) : why);
+      free_reqs (&a);
+      hc_trace_close (t);
+    }
+    free (z);
+  }
+  CHECK (bad == 0, "%u of %u cut gzip streams read wrongly", bad, cuts);
+  free_reqs (&whole);
+  hc_trace_close (p);
+  free (text);
+}
+
+/* gzip members one after another read as one trace, whatever follows the
+ * last member is ignored (as gzip and zlib's gzread do), and a second
+ * member cut short is -EIO after the first member's requests. */
+static void
+test_gzip_members (void)
+{
+  size_t len;
+  unsigned char *csv = slurp (sample ("sample.csv"), &len);
+  const char *nl = csv ? memchr (csv, '\n', len) : NULL;
+
+  CHECK (nl != NULL, "read sample.csv");
+  if (!nl) {
+    free (csv);
+    return;
+  }
+  /* The header and the first half of the lines, then the rest. */
+  size_t half = (size_t) ((const unsigned char *) nl + 1 - csv);
+  size_t from = half + (len - half) / 2;
+  const unsigned char *mid = memchr (csv + from, '\n', len - from);
+  size_t split = mid ? (size_t) (mid + 1 - csv) : len;
+  FILE *f = fopen (scratch ("members.csv.gz"), "wb");
+  CHECK (f != NULL, "create members.csv.gz");
+  if (!f) {
+    free (csv);
+    return;
+  }
+  size_t first_len = 0;
+  for (int m = 0; m < 2; m++) {
+    gzFile g = gzdopen (dup (fileno (f)), "ab");
+    const unsigned char *p = m ? csv + split : csv;
+    size_t n = m ? len - split : split;
+    CHECK (g && gzwrite (g, p, (unsigned) n) == (int) n && gzclose (g) == Z_OK, "member %d", m);
+    fseek (f, 0, SEEK_END);
+    if (!m)
+      first_len = (size_t) ftell (f);
+  }
+  size_t both_len = (size_t) ftell (f);
+  fputs ("trailing garbage, not gzip\n", f);
+  fclose (f);
+
+  hc_trace *p = open_trace (sample ("sample.csv"), HC_TRACE_AUTO, true);
+  hc_trace *t = open_trace (scratch ("members.csv.gz"), HC_TRACE_AUTO, true);
+  struct reqs a = read_all (p), b = read_all (t);
+  CHECK (a.rc == 0 && b.rc == 0, "plain: %d, two members and garbage: %d (%s)", a.rc, b.rc,
+         hc_trace_error (t));
+  same_reqs (&a, &b, false, "two gzip members vs sample.csv");
+  hc_trace_close (t);
+
+  /* The second member cut in half: the open (which reads it all, as the
+   * file is small) or the read fails. */
+  unsigned char *z = slurp (scratch ("members.csv.gz"), &len);
+  CHECK (z != NULL, "read members.csv.gz");
+  if (z) {
+    struct hc_trace_opts o = { .format = HC_TRACE_CSV };
+    char why[256] = "";
+    write_file (scratch ("members_cut.csv.gz"), z, first_len + (both_len - first_len) / 2);
+    t = NULL;
+    int rc = hc_trace_open (scratch ("members_cut.csv.gz"), &o, &t, why, sizeof why);
+    struct reqs c = read_all (t);
+    size_t same = 0;
+    while (same < c.n && same < a.n && same_req (&c.v[same], &a.v[same], false))
+      same++;
+    CHECK (rc == 0 ? c.rc == -EIO && same == c.n : rc == -EIO && strstr (why, "unexpected end"),
+           "a cut second member: open %d (%s), read %d after %zu requests", rc, why, c.rc, c.n);
+    free_reqs (&c);
+    hc_trace_close (t);
+  }
+  free_reqs (&a);
+  free_reqs (&b);
+  hc_trace_close (p);
+  free (z);
+  free (csv);
+}
+
 /* Detection failures and open errors. */
 static void
 test_open_errors (void)
@@ -1349,6 +1488,8 @@ main (int argc, char **argv)
   test_msr ();
   test_malformed ();
   test_gzip_damage ();
+  test_gzip_cuts ();
+  test_gzip_members ();
   test_buffer_sizes ();
   test_open_errors ();
   test_rewind ();

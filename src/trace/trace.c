@@ -1,15 +1,18 @@
 /* The trace core: opening, detection, buffered input, lines, strings,
  * malformed-line accounting, rewind, names, and the writer door.
  *
- * Input always goes through zlib's gzread, which passes uncompressed files
- * through unchanged, so every format can also be read gzip-compressed.  It
- * lands in one buffer (up to 1 MiB; no larger than a small file, so that
- * opening one costs no large allocation) that text formats cut into lines
- * in place and binary formats decode directly; a request therefore never
- * costs a system call.  Writers' output buffers likewise start small and
- * grow.  gzread does not report a stream that simply stops (it returns what
- * it has, then 0), so every end of input is checked with gzerror: a missing
- * gzip trailer or a damaged block is -EIO, never a silent short trace.
+ * Input is read with read(2) straight into one buffer (up to 1 MiB; no
+ * larger than a small file, so that opening one costs no large allocation)
+ * that text formats cut into lines in place and binary formats decode
+ * directly; a request therefore never costs a system call.  Input that
+ * starts with gzip's magic is inflated with zlib into that buffer instead,
+ * so every format can also be read gzip-compressed: members are read one
+ * after another, and anything after the last one is ignored, as zlib's
+ * gzread does.  Every end of compressed input is checked: a stream that
+ * stops inside a member, or damaged data, is -EIO, never a silent short
+ * trace.  (The reader inflates for itself because gzread misses a cut
+ * stream when its output fills up exactly as the input runs out: it then
+ * reports a clean end.)  Writers' output buffers start small and grow.
  *
  * Detection reads the first megabyte (at most) and asks every format how
  * sure it is: bin and csv have exact headers; blkparse, ftrace and msr parse
@@ -46,7 +49,7 @@
  * trace has few strings), each next one twice the last, up to this. */
 #define ARENA_BLOCK0 ((size_t) 1 << 10)
 #define ARENA_BLOCK ((size_t) 64 << 10)
-/* zlib's own input buffer: larger than its 8 KiB default, fewer reads. */
+/* The compressed input buffer (a small file's size when less). */
 #define GZ_BUFFER (1u << 18)
 
 static const struct hc_trace_fmt *const formats[HC_TRACE_FORMAT_COUNT] = {
@@ -394,6 +397,155 @@ grow_buffer (struct hc_trace *t)
   return 0;
 }
 
+/* One read(2) of up to len bytes: the count, 0 at the end of the file, or
+ * -EIO (the reader then cannot be rewound). */
+static long
+read_some (struct hc_trace *t, unsigned char *dst, size_t len)
+{
+  for (;;) {
+    ssize_t n = read (t->fd, dst, len);
+    if (n >= 0) {
+      t->in_eof = n == 0;
+      return (long) n;
+    }
+    if (errno != EINTR) {
+      t->in_broken = true;
+      return hc_trace_fail (t, -EIO, "read error: %s", strerror (errno));
+    }
+  }
+}
+
+/* Fails on compressed input that cannot be read on; `broken` unless it
+ * merely stops early (which a rewind may read again). */
+static long
+gzip_fail (struct hc_trace *t, int rc, bool broken, const char *msg)
+{
+  t->in_broken |= broken;
+  return hc_trace_fail (t, rc, "truncated or corrupt compressed input: %s", msg);
+}
+
+/* Fails on what inflate returned. */
+static long
+inflate_fail (struct hc_trace *t, int ret)
+{
+  if (ret == Z_DATA_ERROR)
+    return gzip_fail (t, -EIO, true, t->z.msg ? t->z.msg : "compressed data error");
+  if (ret == Z_MEM_ERROR)
+    return gzip_fail (t, -ENOMEM, true, "out of memory");
+  return gzip_fail (t, -EIO, true, "internal error: inflate stream corrupt");
+}
+
+/* Reads more compressed input behind what is left of it (which moves to
+ * the start of zin).  Returns 0 (at the end of the file too) or -EIO. */
+static long
+gzip_load (struct hc_trace *t)
+{
+  long n;
+
+  if (t->z.avail_in && t->z.next_in != t->zin)
+    memmove (t->zin, t->z.next_in, t->z.avail_in);
+  t->z.next_in = t->zin;
+  n = read_some (t, t->zin + t->z.avail_in, t->zin_cap - t->z.avail_in);
+  if (n > 0)
+    t->z.avail_in += (uInt) n;
+  return n < 0 ? n : 0;
+}
+
+/* Inflates up to len bytes into dst: the count, 0 at the end of the last
+ * member, or a negative errno.  Output made before an error is handed out
+ * first; the error comes on the next call. */
+static long
+gzip_read (struct hc_trace *t, unsigned char *dst, size_t len)
+{
+  z_stream *z = &t->z;
+  long rc;
+
+  if (t->z_error)
+    return inflate_fail (t, t->z_error);
+  if (len > UINT_MAX)
+    len = UINT_MAX;
+  z->next_out = dst;
+  z->avail_out = (uInt) len;
+  while (z->avail_out) {
+    if (t->z_member_end) {
+      /* Another member, or the end: anything else is ignored. */
+      if (z->avail_in < 2 && !t->in_eof && (rc = gzip_load (t)) < 0)
+        return rc;
+      if (z->avail_in < 2 && !t->in_eof)
+        continue;
+      if (z->avail_in < 2 || z->next_in[0] != 0x1f || z->next_in[1] != 0x8b) {
+        z->avail_in = 0;
+        break;
+      }
+      if (inflateReset (z) != Z_OK)
+        return gzip_fail (t, -EIO, true, "internal error: inflate stream corrupt");
+      t->z_member_end = false;
+    }
+    if (!z->avail_in) {
+      if (!t->in_eof && (rc = gzip_load (t)) < 0)
+        return rc;
+      if (!z->avail_in && t->in_eof) {
+        /* The file ends inside a member: whatever came before first. */
+        if (z->avail_out < len)
+          break;
+        return gzip_fail (t, -EIO, false, "unexpected end of file");
+      }
+      continue;
+    }
+    int ret = inflate (z, Z_NO_FLUSH);
+    if (ret == Z_STREAM_END)
+      t->z_member_end = true;
+    else if (ret != Z_OK && ret != Z_BUF_ERROR) {
+      t->z_error = ret;
+      if (z->avail_out == len)
+        return inflate_fail (t, ret);
+      break; /* the error on the next call */
+    }
+  }
+  return (long) (len - z->avail_out);
+}
+
+/* Reads up to len (at least 2) bytes of the input into dst: the count, 0
+ * at its end, or a negative errno.  The first bytes decide how, once: gzip's
+ * magic makes the input compressed; anything else passes through. */
+static long
+input_read (struct hc_trace *t, unsigned char *dst, size_t len)
+{
+  long n;
+
+  if (t->in_how == HC_IN_PLAIN)
+    return t->in_eof ? 0 : read_some (t, dst, len);
+  if (t->in_how == HC_IN_GZIP)
+    return gzip_read (t, dst, len);
+  size_t got = 0;
+  while (got < 2 && !t->in_eof) {
+    if ((n = read_some (t, dst + got, len - got)) < 0)
+      return n;
+    got += (size_t) n;
+  }
+  if (got < 2 || dst[0] != 0x1f || dst[1] != 0x8b) {
+    t->in_how = HC_IN_PLAIN;
+    return (long) got;
+  }
+  /* Compressed: what was read so far is the start of zin. */
+  if (!t->zin) {
+    t->zin_cap = t->size >= 0 && t->size < GZ_BUFFER ? first_cap (t->size) : GZ_BUFFER;
+    if (t->zin_cap < got)
+      t->zin_cap = got;
+    if (!(t->zin = malloc (t->zin_cap)))
+      return hc_trace_fail (t, -ENOMEM, "out of memory");
+  }
+  if (inflateInit2 (&t->z, 16 + MAX_WBITS) != Z_OK)
+    return hc_trace_fail (t, -ENOMEM, "out of memory");
+  t->z_init = true;
+  memcpy (t->zin, dst, got);
+  t->z.next_in = t->zin;
+  t->z.avail_in = (uInt) got;
+  t->z_member_end = false;
+  t->in_how = HC_IN_GZIP;
+  return gzip_read (t, dst, len);
+}
+
 /* Refills the buffer until `need` bytes are unread or the input ends. */
 long
 hc_trace_fill (struct hc_trace *t, size_t need)
@@ -413,8 +565,7 @@ hc_trace_fill (struct hc_trace *t, size_t need)
     grow_buffer (t);
   t->filled = false;
   while (t->fill < need && !t->eof) {
-    int e = Z_OK, n;
-    const char *msg;
+    long n;
 
     /* A full buffer short of `need` (which is at most HC_TRACE_BUF) is a
      * first buffer sized to a file that holds more than its size. */
@@ -424,23 +575,13 @@ hc_trace_fill (struct hc_trace *t, size_t need)
       if (grow_buffer (t) < 0)
         return hc_trace_fail (t, -ENOMEM, "out of memory for the input buffer");
     }
-    n = gzread (t->gz, t->buf + t->fill, (unsigned) (t->cap - t->fill));
+    n = input_read (t, (unsigned char *) t->buf + t->fill, t->cap - t->fill);
+    if (n < 0)
+      return n;
     if (n > 0) {
       t->fill += (size_t) n;
       t->filled |= t->fill == t->cap;
       continue;
-    }
-    /* 0 is also what a cut-off gzip stream gives: only gzerror tells. */
-    msg = gzerror (t->gz, &e);
-    if (n < 0 || e != Z_OK) {
-      const char *colon;
-      if (e == Z_ERRNO)
-        return hc_trace_fail (t, -EIO, "read error: %s", strerror (errno));
-      /* zlib prefixes the name it was given, "<fd:N>" here: noise. */
-      if (msg && strncmp (msg, "<fd:", 4) == 0 && (colon = strstr (msg, ": ")))
-        msg = colon + 2;
-      return hc_trace_fail (t, -EIO, "truncated or corrupt compressed input: %s",
-                            msg && *msg ? msg : "unexpected end of stream");
     }
     t->eof = true;
   }
@@ -791,14 +932,6 @@ open_input (struct hc_trace *t, const char *path, int64_t *size)
   *size = S_ISREG (st.st_mode) ? (int64_t) st.st_size : -1;
   t->fd = fd;
   t->size = *size;
-  if (!(t->gz = gzdopen (fd, "rb"))) {
-    close (fd);
-    return -ENOMEM;
-  }
-  /* zlib's buffers (twice this for its output) need not outgrow a small
-   * file, compressed or not: one read takes all of it (zlib decompresses
-   * larger reads straight into ours). */
-  gzbuffer (t->gz, *size >= 0 && *size < GZ_BUFFER ? (unsigned) first_cap (*size) : GZ_BUFFER);
   return 0;
 }
 
@@ -833,6 +966,7 @@ hc_trace_open (const char *path, const struct hc_trace_opts *o, hc_trace **out, 
     hc_sb_printf (&sb, "out of memory");
     return -ENOMEM;
   }
+  t->fd = -1;
   t->opts = opts;
   t->is_stdin = strcmp (path, "-") == 0;
   t->serial = __atomic_fetch_add (&next_serial, 1, __ATOMIC_RELAXED);
@@ -860,8 +994,8 @@ hc_trace_open (const char *path, const struct hc_trace_opts *o, hc_trace **out, 
     goto err;
   }
   whole = t->eof;
-  /* The size on disk is the trace's size only when zlib passes it through. */
-  if (!gzdirect (t->gz))
+  /* The size on disk is the trace's size only when it is not compressed. */
+  if (t->in_how == HC_IN_GZIP)
     size = whole ? (int64_t) t->fill : -1;
   if (opts.format == HC_TRACE_AUTO) {
     char line[64];
@@ -971,10 +1105,14 @@ hc_trace_rewind (hc_trace *t)
     return -EINVAL;
   if (t->is_stdin)
     return hc_trace_fail (t, -ESPIPE, "standard input cannot be rewound");
-  /* gzrewind refuses a stream that hit a hard error; such a reader stays
-   * failed, as a reopen would only meet the same damage again. */
-  if (gzrewind (t->gz) != 0)
+  /* A reader that hit a read error or corrupt data stays failed, as a
+   * reopen would only meet the same damage again; one that met the early
+   * end of a compressed stream may read it again. */
+  if (t->in_broken || lseek (t->fd, 0, SEEK_SET) < 0
+      || (t->in_how == HC_IN_GZIP && inflateReset (&t->z) != Z_OK))
     return hc_trace_fail (t, -EIO, "cannot rewind: %s", t->err[0] ? t->err : "seek failed");
+  t->in_eof = t->z_member_end = false;
+  t->z.avail_in = 0;
   t->pos = t->fill = 0;
   t->eof = false;
   t->lineno = t->skipped = t->first_skipped = 0;
@@ -990,7 +1128,7 @@ hc_trace_totals (hc_trace *t, struct hc_trace_totals *out)
 {
   if (!t || !out)
     return -EINVAL;
-  if (!t->fmt->totals || t->size < 0 || !gzdirect (t->gz))
+  if (!t->fmt->totals || t->size < 0 || t->in_how == HC_IN_GZIP)
     return -ENODATA;
   return t->fmt->totals (t, out);
 }
@@ -1001,8 +1139,11 @@ hc_trace_close (hc_trace *t)
 {
   if (!t)
     return;
-  if (t->gz)
-    gzclose (t->gz);
+  if (t->fd >= 0)
+    close (t->fd);
+  if (t->z_init)
+    inflateEnd (&t->z);
+  free (t->zin);
   hc_trace_strtab_free (&t->strs);
   free (t->bin_map);
   free (t->scratch);

@@ -1,7 +1,7 @@
 /* Trace readers and writers: the state they share and the ops table each
  * format fills in.
  *
- *   trace.c     opening (plain or gzip through zlib), format detection, the
+ *   trace.c     opening (plain or gzip, inflated with zlib), format detection, the
  *               buffered input and its line reader, string interning,
  *               malformed-line accounting, rewind, names, and the writer door
  *   csv.c       hintcache's labeled CSV (RFC 4180 quoting)
@@ -125,9 +125,20 @@ extern const struct hc_trace_fmt hc_trace_fmt_bin;
 struct hc_trace {
   const struct hc_trace_fmt *fmt;
   struct hc_trace_opts opts;
-  gzFile gz;
-  int fd;          /* gz's descriptor, for pread (gz owns it) */
+  int fd;          /* the input, -1 before it is open (also for pread) */
   int64_t size;    /* bytes, when a regular file (else -1) */
+
+  /* How the input is read: undecided until its first bytes are read, then
+   * as it is, or inflated (gzip: members one after another). */
+  enum { HC_IN_LOOK, HC_IN_PLAIN, HC_IN_GZIP } in_how;
+  bool in_eof;        /* read(2) has met the end of the file */
+  bool in_broken;     /* a read error or corrupt compressed data: no rewind */
+  bool z_init;        /* z is set up (inflateInit2) */
+  bool z_member_end;  /* gzip: the last member ended whole */
+  int z_error;        /* gzip: what inflate failed with, 0 if nothing */
+  z_stream z;         /* gzip: the inflate state; next_in/avail_in in zin */
+  unsigned char *zin; /* gzip: compressed input */
+  size_t zin_cap;
   bool is_stdin;   /* cannot be rewound */
   uint64_t serial; /* tells readers apart in writers' id caches */
 
