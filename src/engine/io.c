@@ -282,7 +282,7 @@ struct req {
   bool seq;          /* past the sequential cutoff */
   bool started;      /* sequential detection done */
   bool around;       /* the fast tier failed a write of this request: go around it */
-  uint8_t *bounce;   /* one block, allocated on first need */
+  uint8_t *bounce;   /* one block, taken on first need (bounce_buf) */
 };
 
 /* Should this access go around the fast tier (caller holds lock)? */
@@ -306,12 +306,27 @@ req_start (hc_volume *v, struct req *r)
   r->started = true;
 }
 
+/* The request's bounce buffer: the volume's spare one if no other request
+ * holds it, else a new one. */
 static uint8_t *
 bounce_buf (hc_volume *v, struct req *r)
 {
-  if (!r->bounce)
+  if (!r->bounce && !(r->bounce = atomic_exchange (&v->spare_bounce, NULL)))
     r->bounce = aligned_alloc (4096, v->bs);
   return r->bounce;
+}
+
+/* Ends the request's use of its bounce buffer: it becomes the volume's
+ * spare, unless the volume has one already.  A request costs no allocation
+ * while requests needing one do not overlap. */
+static void
+bounce_done (hc_volume *v, struct req *r)
+{
+  uint8_t *none = NULL;
+
+  if (r->bounce && !atomic_compare_exchange_strong (&v->spare_bounce, &none, r->bounce))
+    free (r->bounce);
+  r->bounce = NULL;
 }
 
 /* Reads [boff, boff+blen) of cached block c, which the caller pinned (and
@@ -1105,7 +1120,7 @@ hc_volume_read (hc_volume *v, void *buf, size_t len, uint64_t off, const struct 
     off += blen;
     len -= blen;
   }
-  free (r.bounce);
+  bounce_done (v, &r);
   return rc;
 }
 
@@ -1146,7 +1161,7 @@ hc_volume_write (hc_volume *v, const void *buf, size_t len, uint64_t off, unsign
     off += blen;
     len -= blen;
   }
-  free (r.bounce);
+  bounce_done (v, &r);
   if (rc == 0 && commit)
     rc = hc_meta_commit (v, false);
   return rc;

@@ -120,6 +120,9 @@ struct hc_volume {
    * ends it.  The errno is read without the lock (hc_volume_degraded). */
   _Atomic int degraded;
   uint64_t degraded_retry_ns;  /* under lock */
+  /* A block-sized bounce buffer kept from a finished request for the next
+   * one that needs one (NULL while a request holds it, or before any). */
+  _Atomic (uint8_t *) spare_bounce;
   uint64_t degraded_events;    /* times the volume became degraded */
 };
 

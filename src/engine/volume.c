@@ -133,6 +133,7 @@ destroy (hc_volume *v)
   free (v->table_prev);
   free (v->sum);
   free (v->prefetch);
+  free (atomic_load (&v->spare_bounce));
   hc_u64set_free (&v->unmapped);
   hc_u64set_free (&v->unmapped_committing);
   pthread_mutex_destroy (&v->lock);
