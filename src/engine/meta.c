@@ -28,13 +28,17 @@
 
 #define REC 16u               /* bytes per journal record */
 #define IO_CHUNK (1u << 20)   /* bytes per read or write of a metadata region */
+/* Bytes per write of the empty metadata a format lays out: it is made
+ * sector by sector, so larger writes would only take a larger buffer. */
+#define FORMAT_CHUNK (64u << 10)
 
-/* Sectors per I/O for a region of `count` sectors: a chunk, or less when
- * the region is smaller, so that a small region costs no megabyte buffer. */
+/* Sectors per I/O of `chunk` bytes for a region of `count` sectors: less
+ * when the region is smaller, so that a small region costs no large
+ * buffer. */
 static inline uint64_t
-chunk_sectors (uint64_t count)
+chunk_sectors (uint64_t count, unsigned chunk)
 {
-  return count < IO_CHUNK / HC_FMT_SECTOR ? (count ? count : 1) : IO_CHUNK / HC_FMT_SECTOR;
+  return count < chunk / HC_FMT_SECTOR ? (count ? count : 1) : chunk / HC_FMT_SECTOR;
 }
 
 /* ---------------------------------------------------------------------------
@@ -319,7 +323,7 @@ static int
 write_region (hc_tier *fast, uint64_t off, uint64_t count, unsigned csum_off, uint64_t seed,
               void (*fill) (uint64_t i, uint8_t *sector))
 {
-  const uint64_t chunk = chunk_sectors (count);
+  const uint64_t chunk = chunk_sectors (count, FORMAT_CHUNK);
   uint8_t *buf = malloc (chunk * HC_FMT_SECTOR);
   int rc = 0;
 
@@ -544,7 +548,7 @@ read_region (hc_volume *v, const char *what, uint64_t off, uint64_t count, unsig
              int (*visit) (hc_volume *v, uint64_t i, const uint8_t *sector, void *arg), void *arg,
              uint8_t *bad, char *why, size_t whylen)
 {
-  const uint64_t chunk = chunk_sectors (count);
+  const uint64_t chunk = chunk_sectors (count, IO_CHUNK);
   uint8_t *buf = malloc (chunk * HC_FMT_SECTOR);
   int rc = 0;
 
@@ -986,7 +990,7 @@ hc_meta_check_other (hc_volume *v)
   const uint64_t table = hc_sb_copy_off (&v->sb, v->sb.table_off, k) / HC_FMT_SECTOR;
   const uint64_t range = hc_sb_copy_off (&v->sb, v->sb.range_off, k) / HC_FMT_SECTOR;
   const uint64_t chunk = chunk_sectors (v->sb.table_sectors > v->sb.range_sectors
-                                           ? v->sb.table_sectors : v->sb.range_sectors);
+                                           ? v->sb.table_sectors : v->sb.range_sectors, IO_CHUNK);
   uint8_t *buf = malloc (chunk * HC_FMT_SECTOR);
 
   for (unsigned region = 0; region < 2; region++) {
