@@ -43,7 +43,7 @@
 static inline pthread_rwlock_t *
 stripe (hc_volume *v, uint64_t blk)
 {
-  return &v->stripes[blk % HC_STRIPES];
+  return &v->stripes[blk & (v->nstripes - 1)];
 }
 
 static inline uint64_t
@@ -997,7 +997,7 @@ write_batch (hc_volume *v, uint64_t blk, unsigned n, const uint8_t *src, unsigne
              struct req *r, bool *commit_after)
 {
   struct batch *bt = malloc (sizeof *bt);
-  unsigned first = (unsigned) (blk % HC_STRIPES), wrap;
+  unsigned first = (unsigned) (blk & (v->nstripes - 1)), wrap;
   int rc = 0;
 
   if (!bt)
@@ -1023,7 +1023,7 @@ write_batch (hc_volume *v, uint64_t blk, unsigned n, const uint8_t *src, unsigne
   for (unsigned i = 0; i < n; i++)
     hc_map_prefetch (&v->dir.map, blk + i);
   /* Consecutive blocks have consecutive stripes, wrapping at most once. */
-  wrap = first + n > HC_STRIPES ? first + n - HC_STRIPES : 0;
+  wrap = first + n > v->nstripes ? first + n - v->nstripes : 0;
   for (unsigned s = 0; s < wrap; s++)
     hc_wrlock (&v->stripes[s]);
   for (unsigned s = first; s < first + n - wrap; s++)
@@ -1179,14 +1179,14 @@ hc_volume_flush (hc_volume *v)
 void
 hc_vol_lock_stripes (hc_volume *v)
 {
-  for (unsigned i = 0; i < HC_STRIPES; i++)
+  for (unsigned i = 0; i < v->nstripes; i++)
     hc_wrlock (&v->stripes[i]);
 }
 
 void
 hc_vol_unlock_stripes (hc_volume *v)
 {
-  for (unsigned i = HC_STRIPES; i-- > 0;)
+  for (unsigned i = v->nstripes; i-- > 0;)
     pthread_rwlock_unlock (&v->stripes[i]);
 }
 
