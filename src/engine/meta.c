@@ -1279,7 +1279,7 @@ int
 hc_meta_commit (hc_volume *v, bool want_checkpoint)
 {
   uint8_t *recs;
-  size_t nrec;
+  size_t nrec, reccap;
   bool put_back = false; /* the records went back to the buffer: not ours to free */
   bool slow_dirty, fast_dirty, checkpoint;
   struct ckpt ck = { 0 };
@@ -1297,6 +1297,7 @@ hc_meta_commit (hc_volume *v, bool want_checkpoint)
   }
   recs = v->jbuf;
   nrec = v->jrec;
+  reccap = v->jcap;
   v->jbuf = NULL;
   v->jrec = v->jcap = 0;
   /* Blocks freed by these records become reusable when they are durable. */
@@ -1399,6 +1400,13 @@ hc_meta_commit (hc_volume *v, bool want_checkpoint)
     while (v->committing.count)
       hc_list_push_head (&v->dir.map, &v->dir.map.pending,
                          hc_list_pop_tail (&v->dir.map, &v->committing));
+  }
+  /* The records' buffer takes the next ones, unless some came meanwhile
+   * (they have a buffer of their own): commits cost no allocation. */
+  if (recs && !v->jbuf) {
+    v->jbuf = recs;
+    v->jcap = reccap;
+    recs = NULL;
   }
 unlock:
   pthread_mutex_unlock (&v->lock);
