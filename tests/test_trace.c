@@ -1025,10 +1025,39 @@ check_bin_roundtrip (const char *src, const char *bin)
   hc_trace_close (t);
 }
 
+/* The footprint a bin file records, of requests spanning many blocks that
+ * overlap each other in part and cross the bitmap's words (64 blocks) and
+ * leaves (32 K blocks), equals the one counted block by block here. */
+static void
+check_footprint_ranges (void)
+{
+  hc_trace_writer *w = NULL;
+  char why[256] = "";
+
+  CHECK (hc_trace_writer_open (scratch ("ranges.bin"), HC_TRACE_BIN, 0, &w, why, sizeof why) == 0,
+         "writer: %s", why);
+  for (unsigned i = 0; w && i < 400; i++) {
+    uint64_t leaf_edge = (1 + test_rand (3)) * 32768, first = leaf_edge - test_rand (300);
+    struct hc_trace_req r = { .op = test_rand (2) ? HC_TOP_READ : HC_TOP_WRITE,
+                              .offset = first * 4096 + test_rand (4096),
+                              .length = 1 + test_rand (i % 10 ? 130 * 4096 : 70000 * 4096) };
+    CHECK (hc_trace_write_strings (w, &r, NULL, NULL) == 0, "request %u written", i);
+  }
+  CHECK (w && hc_trace_writer_close (w) == 0, "ranges.bin written");
+  hc_trace *b = open_trace (scratch ("ranges.bin"), HC_TRACE_BIN, true);
+  struct reqs c = read_all (b);
+  CHECK (c.rc == 0 && c.n == 400, "ranges.bin: rc %d, %zu requests", c.rc, c.n);
+  if (b)
+    check_totals (b, &c, "ranges.bin");
+  free_reqs (&c);
+  hc_trace_close (b);
+}
+
 /* The bin form: round trips, damage, out-of-range records. */
 static void
 test_bin (void)
 {
+  check_footprint_ranges ();
   check_bin_roundtrip (sample ("sample.csv"), scratch ("sample.bin"));
   check_bin_roundtrip (sample ("blkparse.txt"), scratch ("blkparse.bin"));
   check_bin_roundtrip (sample ("ftrace_report.txt"), scratch ("ftrace.bin"));
