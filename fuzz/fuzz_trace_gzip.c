@@ -1,8 +1,8 @@
 /* Fuzzes gzip-compressed traces through the same door as plain ones
- * (every format can be read compressed: zlib's gzread passes plain input
- * through and inflates gzip).  The first byte picks what the rest is:
- * bytes as they are (a damaged gzip, say), a gzip the target makes of
- * them, or that gzip cut short.
+ * (every format can be read compressed: the reader passes plain input
+ * through and inflates gzip with zlib).  The first byte picks what the
+ * rest is: bytes as they are (a damaged gzip, say), a gzip the target
+ * makes of them, or that gzip cut short.
  *
  * Beyond not crashing: a gzip reads exactly as the bytes it holds (same
  * format detected, requests, strings, skipped lines and end); a gzip cut

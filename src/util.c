@@ -351,11 +351,11 @@ hc_u64map_free (struct hc_u64map *m)
 
 #define LEAF_SHIFT 15 /* blocks per leaf: 2^15 bits = 4 KiB */
 
-int
-hc_blockset_add (struct hc_blockset *s, uint64_t block)
+/* The bitmap of a leaf, made if new (NULL if out of memory); the last one
+ * is remembered. */
+static uint64_t *
+blockset_leaf (struct hc_blockset *s, uint64_t leaf)
 {
-  uint64_t leaf = block >> LEAF_SHIFT, bit = block & ((UINT64_C (1) << LEAF_SHIFT) - 1), *w;
-
   if (s->last_leaf != leaf + 1) {
     uint64_t *v = hc_u64map_get (&s->leaves, leaf);
     if (v)
@@ -364,18 +364,53 @@ hc_blockset_add (struct hc_blockset *s, uint64_t block)
       uint64_t *bits = calloc (UINT64_C (1) << LEAF_SHIFT >> 6, sizeof *bits);
       if (!bits || hc_u64map_put (&s->leaves, leaf, (uint64_t) (uintptr_t) bits) < 0) {
         free (bits);
-        return -ENOMEM;
+        return NULL;
       }
       s->last = bits;
     }
     s->last_leaf = leaf + 1;
   }
-  w = &s->last[bit >> 6];
+  return s->last;
+}
+
+int
+hc_blockset_add (struct hc_blockset *s, uint64_t block)
+{
+  uint64_t bit = block & ((UINT64_C (1) << LEAF_SHIFT) - 1), *w, *bits;
+
+  if (!(bits = blockset_leaf (s, block >> LEAF_SHIFT)))
+    return -ENOMEM;
+  w = &bits[bit >> 6];
   if (*w & UINT64_C (1) << (bit & 63))
     return 0;
   *w |= UINT64_C (1) << (bit & 63);
   s->n++;
   return 1;
+}
+
+int64_t
+hc_blockset_add_range (struct hc_blockset *s, uint64_t first, uint64_t count)
+{
+  int64_t added = 0;
+
+  /* A word of the bitmap at a time: the bits of the range in it, of which
+   * those not yet set are new. */
+  while (count) {
+    uint64_t bit = first & ((UINT64_C (1) << LEAF_SHIFT) - 1), *bits;
+    unsigned off = (unsigned) (bit & 63);
+    uint64_t k = 64 - off < count ? 64 - off : count;
+    uint64_t mask = (k == 64 ? ~UINT64_C (0) : (UINT64_C (1) << k) - 1) << off;
+
+    if (!(bits = blockset_leaf (s, first >> LEAF_SHIFT)))
+      return -ENOMEM;
+    unsigned fresh = (unsigned) __builtin_popcountll (mask & ~bits[bit >> 6]);
+    bits[bit >> 6] |= mask;
+    s->n += fresh;
+    added += fresh;
+    first += k;
+    count -= k;
+  }
+  return added;
 }
 
 void

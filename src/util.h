@@ -128,6 +128,11 @@ struct hc_blockset {
 /* Adds a block.  Returns 1 if it was new, 0 if already there, or -ENOMEM. */
 int hc_blockset_add (struct hc_blockset *s, uint64_t block);
 
+/* Adds blocks [first, first + count) (first + count must not overflow), a
+ * word of the bitmap at a time.  Returns how many were new, or -ENOMEM
+ * (those added before it stay, and are counted in n). */
+int64_t hc_blockset_add_range (struct hc_blockset *s, uint64_t first, uint64_t count);
+
 /* Frees the set's memory. */
 void hc_blockset_free (struct hc_blockset *s);
 

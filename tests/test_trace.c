@@ -1,6 +1,7 @@
 /* Trace readers and writers: every reader on its committed sample (exact
  * field values of chosen requests), format detection, malformed-line
- * accounting and strict mode, truncated and corrupt gzip, rewind, the bin
+ * accounting and strict mode, truncated and corrupt gzip, input and output
+ * buffers at and around their sizes, rewind, the bin
  * round trip (every field and string), the oracle writer on a small
  * hand-computed example, and — when the shared development traces are
  * present — their row counts and footprints from their README, plus read
@@ -581,6 +582,299 @@ test_gzip_damage (void)
   free (z);
 }
 
+/* Buffers sized to small inputs, and grown: files whose size lies at a
+ * page boundary (the last line without a newline, so that only the end of
+ * the input ends it; a string per line, so that the string arena grows)
+ * read whole, detected or given; a gzip file far smaller than what it
+ * holds reads exactly as its plain text, and its bin conversion, larger
+ * than the writer's first buffer, reads back the same; a bin string and
+ * detected lines longer than a small gzip file read whole. */
+static void
+test_buffer_sizes (void)
+{
+  static const char header[] = "ts_ns,op,offset_bytes,length_bytes,flags,ioprio_class,"
+                               "ioprio_hint,ioprio_level,comm,pid,label,object\n";
+  static const size_t sizes[] = { 191, 192, 193, 4095, 4096, 4097, 131071, 131072, 131073 };
+  char line[128];
+  struct hc_sb sb;
+  char *text = malloc (((size_t) 4 << 20) + 256);
+
+  CHECK (text != NULL, "out of memory");
+  if (!text)
+    return;
+  for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+    size_t want = sizes[k], lines = 0;
+    hc_sb_init (&sb, text, want + 256);
+    hc_sb_printf (&sb, "%s", header);
+    /* Requests while a whole one fits, blank lines to pad, then a last
+     * request exactly long enough to end the file at `want` bytes. */
+    for (;;) {
+      int n = snprintf (line, sizeof line, "%zu,W,%zu,512,W,be,0,4,c%zu,1,wal,o\n", lines,
+                        lines * 512, lines);
+      if (sb.need + (size_t) n + 80 > want)
+        break;
+      hc_sb_printf (&sb, "%s", line);
+      lines++;
+    }
+    int n = snprintf (line, sizeof line, "%zu,W,0,512,W,be,0,4,last,1,wal,", lines);
+    while (sb.need + (size_t) n + 8 < want)
+      hc_sb_printf (&sb, "\n");
+    hc_sb_printf (&sb, "%s", line);
+    size_t object = want - sb.need; /* the last object's name fills the rest */
+    for (size_t i = 0; i < object; i++)
+      hc_sb_printf (&sb, "x");
+    CHECK (sb.need == want && object >= 1, "built %zu bytes, wanted %zu", sb.need, want);
+    write_file (scratch ("edge.csv"), text, sb.need);
+    for (int f = 0; f < 2; f++) {
+      hc_trace *t = open_trace (scratch ("edge.csv"), f ? HC_TRACE_CSV : HC_TRACE_AUTO, true);
+      struct reqs a = read_all (t);
+      CHECK (a.rc == 0 && a.n == lines + 1 && hc_trace_get_format (t) == HC_TRACE_CSV,
+             "%zu bytes (%s): rc %d, %zu of %zu requests (%s)", want, f ? "csv" : "auto", a.rc,
+             a.n, lines + 1, hc_trace_error (t));
+      CHECK (a.n == lines + 1 && strcmp (a.v[lines].comm, "last") == 0
+                 && strlen (a.v[lines].object) == object,
+             "%zu bytes: the last request ends the file", want);
+      /* A string per line: the string table's arena grows block by block
+       * and every text stays where it was. */
+      size_t bad = 0;
+      for (size_t i = 0; i < a.n && i < lines; i++) {
+        snprintf (line, sizeof line, "c%zu", i);
+        bad += strcmp (a.v[i].comm, line) != 0 || a.v[i].r.offset != i * 512;
+      }
+      CHECK (bad == 0, "%zu bytes: %zu requests differ from the lines written", want, bad);
+      free_reqs (&a);
+      hc_trace_close (t);
+    }
+  }
+
+  /* Four megabytes of text in a gzip file of a few kilobytes. */
+  hc_sb_init (&sb, text, ((size_t) 4 << 20) + 256);
+  hc_sb_printf (&sb, "%s", header);
+  size_t lines = 0;
+  while (sb.need < (size_t) 4 << 20) {
+    hc_sb_printf (&sb, "%zu,R,%zu,4096,RA,be,0,4,kv-client,28498,table,kv\n", lines / 512,
+                  (lines % 8) * 4096);
+    lines++;
+  }
+  write_file (scratch ("large.csv"), text, sb.need);
+  gzFile g = gzopen (scratch ("large.csv.gz"), "wb9");
+  CHECK (g && gzwrite (g, text, (unsigned) sb.need) == (int) sb.need && gzclose (g) == Z_OK,
+         "gzip the large csv");
+  struct stat st;
+  CHECK (stat (scratch ("large.csv.gz"), &st) == 0 && st.st_size < (64 << 10),
+         "the gzip file is small (%lld bytes)", (long long) st.st_size);
+  hc_trace *p = open_trace (scratch ("large.csv"), HC_TRACE_AUTO, true);
+  hc_trace *z = open_trace (scratch ("large.csv.gz"), HC_TRACE_AUTO, true);
+  struct reqs a = read_all (p), b = read_batches (z);
+  CHECK (a.rc == 0 && b.rc == 0 && a.n == lines, "plain: rc %d, gzip: rc %d, %zu of %zu", a.rc,
+         b.rc, a.n, lines);
+  same_reqs (&a, &b, false, "large csv vs its small gzip");
+  /* Written as bin (megabytes, far past the writer's first buffer) and
+   * read back. */
+  CHECK (hc_trace_rewind (z) == 0 && to_bin (z, scratch ("large.bin")) == 0, "large to bin");
+  hc_trace *u = open_trace (scratch ("large.bin"), HC_TRACE_BIN, true);
+  struct reqs c = read_all (u);
+  CHECK (c.rc == 0, "large bin: rc %d", c.rc);
+  same_reqs (&a, &c, false, "large csv vs its bin");
+  free_reqs (&a);
+  free_reqs (&b);
+  free_reqs (&c);
+  hc_trace_close (p);
+  hc_trace_close (z);
+  hc_trace_close (u);
+
+  /* A bin string definition longer than a small gzip file's first buffer
+   * (a record must lie whole in the buffer): read whole, not as a cut. */
+  hc_trace_writer *w = NULL;
+  char why[256] = "";
+  memset (text, 'c', 60000);
+  text[60000] = '\0';
+  CHECK (hc_trace_writer_open (scratch ("long.bin"), HC_TRACE_BIN, 0, &w, why, sizeof why) == 0,
+         "writer: %s", why);
+  struct hc_trace_req r = { .op = HC_TOP_READ, .offset = 4096, .length = 4096 };
+  CHECK (w && hc_trace_write_strings (w, &r, text, "o") == 0 && hc_trace_writer_close (w) == 0,
+         "a long string written");
+  size_t len;
+  unsigned char *bin = slurp (scratch ("long.bin"), &len);
+  CHECK (bin != NULL, "read long.bin");
+  g = gzopen (scratch ("long.bin.gz"), "wb9");
+  CHECK (bin && g && gzwrite (g, bin, (unsigned) len) == (int) len && gzclose (g) == Z_OK,
+         "gzip the bin");
+  CHECK (stat (scratch ("long.bin.gz"), &st) == 0 && st.st_size < 4096,
+         "the gzip file is small (%lld bytes)", (long long) st.st_size);
+  u = open_trace (scratch ("long.bin.gz"), HC_TRACE_AUTO, true);
+  c = read_all (u);
+  CHECK (c.rc == 0 && c.n == 1 && strcmp (c.v[0].comm, text) == 0
+             && strcmp (c.v[0].object, "o") == 0,
+         "the long string read back: rc %d, %zu requests (%s)", c.rc, c.n, hc_trace_error (u));
+  free_reqs (&c);
+  hc_trace_close (u);
+  free (bin);
+
+  /* Detection sees at least its head of a small gzip file that holds
+   * more: here blkparse lines longer than the file itself. */
+  hc_sb_init (&sb, text, (size_t) 1 << 20);
+  for (unsigned i = 0; i < 20; i++) {
+    hc_sb_printf (&sb, "  8,0    1 %8u     0.%09u  2077  Q  RA %u + 8 [", i + 1, i, 8 * i);
+    for (unsigned k = 0; k < 6000; k++)
+      hc_sb_printf (&sb, "g");
+    hc_sb_printf (&sb, "]\n");
+  }
+  g = gzopen (scratch ("long_lines.txt.gz"), "wb9");
+  CHECK (g && gzwrite (g, text, (unsigned) sb.need) == (int) sb.need && gzclose (g) == Z_OK,
+         "gzip the long lines");
+  CHECK (stat (scratch ("long_lines.txt.gz"), &st) == 0 && st.st_size < 4096,
+         "the gzip file is small (%lld bytes)", (long long) st.st_size);
+  u = open_trace (scratch ("long_lines.txt.gz"), HC_TRACE_AUTO, true);
+  c = read_all (u);
+  CHECK (u && hc_trace_get_format (u) == HC_TRACE_BLKPARSE && c.rc == 0 && c.n == 20
+             && strlen (c.v[19].comm) == 6000,
+         "long lines in a small gzip: %s, rc %d, %zu requests",
+         u ? hc_trace_format_name (hc_trace_get_format (u)) : "not opened", c.rc, c.n);
+  free_reqs (&c);
+  hc_trace_close (u);
+  free (text);
+}
+
+/* A gzip stream cut anywhere after its magic never reads as a clean end:
+ * the open or the read ends with -EIO, after requests that are a prefix of
+ * the whole stream's.  (zlib's gzread returns a clean end when its output
+ * fills exactly as the cut input runs out: every cut point is tried, at
+ * several compression levels.) */
+static void
+test_gzip_cuts (void)
+{
+  struct hc_sb sb;
+  char *text = malloc (64 << 10);
+  unsigned cuts = 0, bad = 0;
+
+  CHECK (text != NULL, "out of memory");
+  if (!text)
+    return;
+  hc_sb_init (&sb, text, 64 << 10);
+  hc_sb_printf (&sb, "ts_ns,op,offset_bytes,length_bytes,flags,ioprio_class,ioprio_hint,"
+                     "ioprio_level,comm,pid,label,object\n");
+  for (unsigned i = 0; i < 400; i++)
+    hc_sb_printf (&sb, "%u,%c,%u,4096,RA,be,0,4,client%u,%u,table,kv%u\n", i * 977,
+                  "RW"[i % 3 == 0], (i * 2654435761u) % 100000 * 4096, i % 13, 1000 + i % 5,
+                  i % 29);
+  write_file (scratch ("cuts.csv"), text, sb.need);
+  hc_trace *p = open_trace (scratch ("cuts.csv"), HC_TRACE_CSV, true);
+  struct reqs whole = read_all (p);
+  CHECK (whole.rc == 0 && whole.n == 400, "the whole csv: rc %d, %zu requests", whole.rc, whole.n);
+  for (int level = 1; level <= 9; level += 4) {
+    uLongf zlen = compressBound (sb.need) + 64;
+    unsigned char *z = malloc (zlen);
+    z_stream zs = { 0 };
+    CHECK (z && deflateInit2 (&zs, level, Z_DEFLATED, 16 + 15, 8, Z_DEFAULT_STRATEGY) == Z_OK,
+           "deflateInit2");
+    zs.next_in = (Bytef *) text;
+    zs.avail_in = (uInt) sb.need;
+    zs.next_out = z;
+    zs.avail_out = (uInt) zlen;
+    CHECK (deflate (&zs, Z_FINISH) == Z_STREAM_END, "deflate");
+    zlen = zs.total_out;
+    deflateEnd (&zs);
+    for (size_t cut = 2; cut < zlen; cut++) {
+      struct hc_trace_opts o = { .format = HC_TRACE_CSV };
+      hc_trace *t = NULL;
+      char why[256];
+      write_file (scratch ("cut.csv.gz"), z, cut);
+      int rc = hc_trace_open (scratch ("cut.csv.gz"), &o, &t, why, sizeof why);
+      struct reqs a = read_all (t);
+      size_t same = 0;
+      while (same < a.n && same < whole.n && same_req (&a.v[same], &whole.v[same], false))
+        same++;
+      cuts++;
+      if (!(rc == 0 ? a.rc == -EIO && same == a.n : rc == -EIO) && bad++ < 5)
+        CHECK (0, "level %d, cut at %zu of %lu: open %d, read %d after %zu requests (%zu as "
+               "in the whole stream): %s", level, cut, (unsigned long) zlen, rc, a.rc, a.n,
+               same, t ? hc_trace_error (t) : why);
+      free_reqs (&a);
+      hc_trace_close (t);
+    }
+    free (z);
+  }
+  CHECK (bad == 0, "%u of %u cut gzip streams read wrongly", bad, cuts);
+  free_reqs (&whole);
+  hc_trace_close (p);
+  free (text);
+}
+
+/* gzip members one after another read as one trace, whatever follows the
+ * last member is ignored (as gzip and zlib's gzread do), and a second
+ * member cut short is -EIO after the first member's requests. */
+static void
+test_gzip_members (void)
+{
+  size_t len;
+  unsigned char *csv = slurp (sample ("sample.csv"), &len);
+  const char *nl = csv ? memchr (csv, '\n', len) : NULL;
+
+  CHECK (nl != NULL, "read sample.csv");
+  if (!nl) {
+    free (csv);
+    return;
+  }
+  /* The header and the first half of the lines, then the rest. */
+  size_t half = (size_t) ((const unsigned char *) nl + 1 - csv);
+  size_t from = half + (len - half) / 2;
+  const unsigned char *mid = memchr (csv + from, '\n', len - from);
+  size_t split = mid ? (size_t) (mid + 1 - csv) : len;
+  FILE *f = fopen (scratch ("members.csv.gz"), "wb");
+  CHECK (f != NULL, "create members.csv.gz");
+  if (!f) {
+    free (csv);
+    return;
+  }
+  size_t first_len = 0;
+  for (int m = 0; m < 2; m++) {
+    gzFile g = gzdopen (dup (fileno (f)), "ab");
+    const unsigned char *p = m ? csv + split : csv;
+    size_t n = m ? len - split : split;
+    CHECK (g && gzwrite (g, p, (unsigned) n) == (int) n && gzclose (g) == Z_OK, "member %d", m);
+    fseek (f, 0, SEEK_END);
+    if (!m)
+      first_len = (size_t) ftell (f);
+  }
+  size_t both_len = (size_t) ftell (f);
+  fputs ("trailing garbage, not gzip\n", f);
+  fclose (f);
+
+  hc_trace *p = open_trace (sample ("sample.csv"), HC_TRACE_AUTO, true);
+  hc_trace *t = open_trace (scratch ("members.csv.gz"), HC_TRACE_AUTO, true);
+  struct reqs a = read_all (p), b = read_all (t);
+  CHECK (a.rc == 0 && b.rc == 0, "plain: %d, two members and garbage: %d (%s)", a.rc, b.rc,
+         hc_trace_error (t));
+  same_reqs (&a, &b, false, "two gzip members vs sample.csv");
+  hc_trace_close (t);
+
+  /* The second member cut in half: the open (which reads it all, as the
+   * file is small) or the read fails. */
+  unsigned char *z = slurp (scratch ("members.csv.gz"), &len);
+  CHECK (z != NULL, "read members.csv.gz");
+  if (z) {
+    struct hc_trace_opts o = { .format = HC_TRACE_CSV };
+    char why[256] = "";
+    write_file (scratch ("members_cut.csv.gz"), z, first_len + (both_len - first_len) / 2);
+    t = NULL;
+    int rc = hc_trace_open (scratch ("members_cut.csv.gz"), &o, &t, why, sizeof why);
+    struct reqs c = read_all (t);
+    size_t same = 0;
+    while (same < c.n && same < a.n && same_req (&c.v[same], &a.v[same], false))
+      same++;
+    CHECK (rc == 0 ? c.rc == -EIO && same == c.n : rc == -EIO && strstr (why, "unexpected end"),
+           "a cut second member: open %d (%s), read %d after %zu requests", rc, why, c.rc, c.n);
+    free_reqs (&c);
+    hc_trace_close (t);
+  }
+  free_reqs (&a);
+  free_reqs (&b);
+  hc_trace_close (p);
+  free (z);
+  free (csv);
+}
+
 /* Detection failures and open errors. */
 static void
 test_open_errors (void)
@@ -732,10 +1026,39 @@ check_bin_roundtrip (const char *src, const char *bin)
   hc_trace_close (t);
 }
 
+/* The footprint a bin file records, of requests spanning many blocks that
+ * overlap each other in part and cross the bitmap's words (64 blocks) and
+ * leaves (32 K blocks), equals the one counted block by block here. */
+static void
+check_footprint_ranges (void)
+{
+  hc_trace_writer *w = NULL;
+  char why[256] = "";
+
+  CHECK (hc_trace_writer_open (scratch ("ranges.bin"), HC_TRACE_BIN, 0, &w, why, sizeof why) == 0,
+         "writer: %s", why);
+  for (unsigned i = 0; w && i < 400; i++) {
+    uint64_t leaf_edge = (1 + test_rand (3)) * 32768, first = leaf_edge - test_rand (300);
+    struct hc_trace_req r = { .op = test_rand (2) ? HC_TOP_READ : HC_TOP_WRITE,
+                              .offset = first * 4096 + test_rand (4096),
+                              .length = 1 + test_rand (i % 10 ? 130 * 4096 : 70000 * 4096) };
+    CHECK (hc_trace_write_strings (w, &r, NULL, NULL) == 0, "request %u written", i);
+  }
+  CHECK (w && hc_trace_writer_close (w) == 0, "ranges.bin written");
+  hc_trace *b = open_trace (scratch ("ranges.bin"), HC_TRACE_BIN, true);
+  struct reqs c = read_all (b);
+  CHECK (c.rc == 0 && c.n == 400, "ranges.bin: rc %d, %zu requests", c.rc, c.n);
+  if (b)
+    check_totals (b, &c, "ranges.bin");
+  free_reqs (&c);
+  hc_trace_close (b);
+}
+
 /* The bin form: round trips, damage, out-of-range records. */
 static void
 test_bin (void)
 {
+  check_footprint_ranges ();
   check_bin_roundtrip (sample ("sample.csv"), scratch ("sample.bin"));
   check_bin_roundtrip (sample ("blkparse.txt"), scratch ("blkparse.bin"));
   check_bin_roundtrip (sample ("ftrace_report.txt"), scratch ("ftrace.bin"));
@@ -1310,6 +1633,9 @@ main (int argc, char **argv)
   test_msr ();
   test_malformed ();
   test_gzip_damage ();
+  test_gzip_cuts ();
+  test_gzip_members ();
+  test_buffer_sizes ();
   test_open_errors ();
   test_rewind ();
   test_bin ();

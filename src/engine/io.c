@@ -43,7 +43,7 @@
 static inline pthread_rwlock_t *
 stripe (hc_volume *v, uint64_t blk)
 {
-  return &v->stripes[blk % HC_STRIPES];
+  return &v->stripes[blk & (v->nstripes - 1)];
 }
 
 static inline uint64_t
@@ -282,7 +282,7 @@ struct req {
   bool seq;          /* past the sequential cutoff */
   bool started;      /* sequential detection done */
   bool around;       /* the fast tier failed a write of this request: go around it */
-  uint8_t *bounce;   /* one block, allocated on first need */
+  uint8_t *bounce;   /* one block, taken on first need (bounce_buf) */
 };
 
 /* Should this access go around the fast tier (caller holds lock)? */
@@ -306,12 +306,27 @@ req_start (hc_volume *v, struct req *r)
   r->started = true;
 }
 
+/* The request's bounce buffer: the volume's spare one if no other request
+ * holds it, else a new one. */
 static uint8_t *
 bounce_buf (hc_volume *v, struct req *r)
 {
-  if (!r->bounce)
+  if (!r->bounce && !(r->bounce = atomic_exchange (&v->spare_bounce, NULL)))
     r->bounce = aligned_alloc (4096, v->bs);
   return r->bounce;
+}
+
+/* Ends the request's use of its bounce buffer: it becomes the volume's
+ * spare, unless the volume has one already.  A request costs no allocation
+ * while requests needing one do not overlap. */
+static void
+bounce_done (hc_volume *v, struct req *r)
+{
+  uint8_t *none = NULL;
+
+  if (r->bounce && !atomic_compare_exchange_strong (&v->spare_bounce, &none, r->bounce))
+    free (r->bounce);
+  r->bounce = NULL;
 }
 
 /* Reads [boff, boff+blen) of cached block c, which the caller pinned (and
@@ -982,7 +997,7 @@ write_batch (hc_volume *v, uint64_t blk, unsigned n, const uint8_t *src, unsigne
              struct req *r, bool *commit_after)
 {
   struct batch *bt = malloc (sizeof *bt);
-  unsigned first = (unsigned) (blk % HC_STRIPES), wrap;
+  unsigned first = (unsigned) (blk & (v->nstripes - 1)), wrap;
   int rc = 0;
 
   if (!bt)
@@ -1008,7 +1023,7 @@ write_batch (hc_volume *v, uint64_t blk, unsigned n, const uint8_t *src, unsigne
   for (unsigned i = 0; i < n; i++)
     hc_map_prefetch (&v->dir.map, blk + i);
   /* Consecutive blocks have consecutive stripes, wrapping at most once. */
-  wrap = first + n > HC_STRIPES ? first + n - HC_STRIPES : 0;
+  wrap = first + n > v->nstripes ? first + n - v->nstripes : 0;
   for (unsigned s = 0; s < wrap; s++)
     hc_wrlock (&v->stripes[s]);
   for (unsigned s = first; s < first + n - wrap; s++)
@@ -1105,7 +1120,7 @@ hc_volume_read (hc_volume *v, void *buf, size_t len, uint64_t off, const struct 
     off += blen;
     len -= blen;
   }
-  free (r.bounce);
+  bounce_done (v, &r);
   return rc;
 }
 
@@ -1146,7 +1161,7 @@ hc_volume_write (hc_volume *v, const void *buf, size_t len, uint64_t off, unsign
     off += blen;
     len -= blen;
   }
-  free (r.bounce);
+  bounce_done (v, &r);
   if (rc == 0 && commit)
     rc = hc_meta_commit (v, false);
   return rc;
@@ -1164,14 +1179,14 @@ hc_volume_flush (hc_volume *v)
 void
 hc_vol_lock_stripes (hc_volume *v)
 {
-  for (unsigned i = 0; i < HC_STRIPES; i++)
+  for (unsigned i = 0; i < v->nstripes; i++)
     hc_wrlock (&v->stripes[i]);
 }
 
 void
 hc_vol_unlock_stripes (hc_volume *v)
 {
-  for (unsigned i = HC_STRIPES; i-- > 0;)
+  for (unsigned i = v->nstripes; i-- > 0;)
     pthread_rwlock_unlock (&v->stripes[i]);
 }
 

@@ -28,6 +28,18 @@
 
 #define REC 16u               /* bytes per journal record */
 #define IO_CHUNK (1u << 20)   /* bytes per read or write of a metadata region */
+/* Bytes per write of the empty metadata a format lays out: it is made
+ * sector by sector, so larger writes would only take a larger buffer. */
+#define FORMAT_CHUNK (64u << 10)
+
+/* Sectors per I/O of `chunk` bytes for a region of `count` sectors: less
+ * when the region is smaller, so that a small region costs no large
+ * buffer. */
+static inline uint64_t
+chunk_sectors (uint64_t count, unsigned chunk)
+{
+  return count < chunk / HC_FMT_SECTOR ? (count ? count : 1) : chunk / HC_FMT_SECTOR;
+}
 
 /* ---------------------------------------------------------------------------
  * 1. Checksums, superblock, the slow tier's identity.
@@ -311,13 +323,14 @@ static int
 write_region (hc_tier *fast, uint64_t off, uint64_t count, unsigned csum_off, uint64_t seed,
               void (*fill) (uint64_t i, uint8_t *sector))
 {
-  uint8_t *buf = malloc (IO_CHUNK);
+  const uint64_t chunk = chunk_sectors (count, FORMAT_CHUNK);
+  uint8_t *buf = malloc (chunk * HC_FMT_SECTOR);
   int rc = 0;
 
   if (!buf)
     return -ENOMEM;
   for (uint64_t i = 0; i < count && rc == 0;) {
-    uint64_t k = count - i < IO_CHUNK / HC_FMT_SECTOR ? count - i : IO_CHUNK / HC_FMT_SECTOR;
+    uint64_t k = count - i < chunk ? count - i : chunk;
     for (uint64_t j = 0; j < k; j++) {
       uint8_t *s = buf + j * HC_FMT_SECTOR;
       memset (s, 0, HC_FMT_SECTOR);
@@ -535,13 +548,14 @@ read_region (hc_volume *v, const char *what, uint64_t off, uint64_t count, unsig
              int (*visit) (hc_volume *v, uint64_t i, const uint8_t *sector, void *arg), void *arg,
              uint8_t *bad, char *why, size_t whylen)
 {
-  uint8_t *buf = malloc (IO_CHUNK);
+  const uint64_t chunk = chunk_sectors (count, IO_CHUNK);
+  uint8_t *buf = malloc (chunk * HC_FMT_SECTOR);
   int rc = 0;
 
   if (!buf)
     return -ENOMEM;
   for (uint64_t i = 0; i < count && rc == 0;) {
-    uint64_t k = count - i < IO_CHUNK / HC_FMT_SECTOR ? count - i : IO_CHUNK / HC_FMT_SECTOR;
+    uint64_t k = count - i < chunk ? count - i : chunk;
     rc = hc_tier_read (v->fast, buf, k * HC_FMT_SECTOR, off + i * HC_FMT_SECTOR);
     if (rc < 0 && bad && k > 1) { /* salvaging: sector by sector, to find the unreadable ones */
       k = 1;
@@ -975,13 +989,15 @@ hc_meta_check_other (hc_volume *v)
   const unsigned k = 1 - v->sb.copy;
   const uint64_t table = hc_sb_copy_off (&v->sb, v->sb.table_off, k) / HC_FMT_SECTOR;
   const uint64_t range = hc_sb_copy_off (&v->sb, v->sb.range_off, k) / HC_FMT_SECTOR;
-  uint8_t *buf = malloc (IO_CHUNK);
+  const uint64_t chunk = chunk_sectors (v->sb.table_sectors > v->sb.range_sectors
+                                           ? v->sb.table_sectors : v->sb.range_sectors, IO_CHUNK);
+  uint8_t *buf = malloc (chunk * HC_FMT_SECTOR);
 
   for (unsigned region = 0; region < 2; region++) {
     const uint64_t lba0 = region ? range : table;
     const uint64_t count = region ? v->sb.range_sectors : v->sb.table_sectors;
     for (uint64_t i = 0; i < count;) {
-      uint64_t n = count - i < IO_CHUNK / HC_FMT_SECTOR ? count - i : IO_CHUNK / HC_FMT_SECTOR;
+      uint64_t n = count - i < chunk ? count - i : chunk;
       bool readable = buf && hc_tier_read (v->fast, buf, n * HC_FMT_SECTOR,
                                            (lba0 + i) * HC_FMT_SECTOR) == 0;
       for (uint64_t j = 0; j < n; j++) {
@@ -1263,7 +1279,7 @@ int
 hc_meta_commit (hc_volume *v, bool want_checkpoint)
 {
   uint8_t *recs;
-  size_t nrec;
+  size_t nrec, reccap;
   bool put_back = false; /* the records went back to the buffer: not ours to free */
   bool slow_dirty, fast_dirty, checkpoint;
   struct ckpt ck = { 0 };
@@ -1281,6 +1297,7 @@ hc_meta_commit (hc_volume *v, bool want_checkpoint)
   }
   recs = v->jbuf;
   nrec = v->jrec;
+  reccap = v->jcap;
   v->jbuf = NULL;
   v->jrec = v->jcap = 0;
   /* Blocks freed by these records become reusable when they are durable. */
@@ -1383,6 +1400,13 @@ hc_meta_commit (hc_volume *v, bool want_checkpoint)
     while (v->committing.count)
       hc_list_push_head (&v->dir.map, &v->dir.map.pending,
                          hc_list_pop_tail (&v->dir.map, &v->committing));
+  }
+  /* The records' buffer takes the next ones, unless some came meanwhile
+   * (they have a buffer of their own): commits cost no allocation. */
+  if (recs && !v->jbuf) {
+    v->jbuf = recs;
+    v->jcap = reccap;
+    recs = NULL;
   }
 unlock:
   pthread_mutex_unlock (&v->lock);

@@ -8,7 +8,7 @@
  *
  * Locking rules (also in docs/ARCHITECTURE.md), outermost first:
  *
- *   1. stripe locks (rwlock per origin block, by origin % HC_STRIPES): a
+ *   1. stripe locks (rwlock per origin block, by origin % nstripes): a
  *      block's data I/O happens under its stripe — shared for reads, exclusive
  *      for writes, write-back and prefetch — so a read-miss fill can never
  *      install data older than a concurrent write, and the cleaner never
@@ -43,7 +43,12 @@
 #include "sched.h"
 #include "../util.h"
 
+/* Stripe locks: this many, or for a volume of fewer blocks the power of
+ * two that covers them (at least HC_STRIPES_MIN, a write-back batch's
+ * blocks): each block then has its own, as in a larger volume of fewer
+ * blocks than stripes, without the locks no block uses. */
 #define HC_STRIPES 1024
+#define HC_STRIPES_MIN 64
 
 struct hc_stream {
   hc_volume *v;
@@ -91,7 +96,8 @@ struct hc_volume {
   uint64_t next_seq, next_pos; /* the next journal sector */
 
   pthread_mutex_t commit_lock;
-  pthread_rwlock_t stripes[HC_STRIPES];
+  pthread_rwlock_t *stripes;   /* [nstripes] */
+  unsigned nstripes;           /* a power of two, HC_STRIPES_MIN … HC_STRIPES */
 
   /* The cleaner. */
   pthread_t cleaner;
@@ -120,6 +126,9 @@ struct hc_volume {
    * ends it.  The errno is read without the lock (hc_volume_degraded). */
   _Atomic int degraded;
   uint64_t degraded_retry_ns;  /* under lock */
+  /* A block-sized bounce buffer kept from a finished request for the next
+   * one that needs one (NULL while a request holds it, or before any). */
+  _Atomic (uint8_t *) spare_bounce;
   uint64_t degraded_events;    /* times the volume became degraded */
 };
 

@@ -133,14 +133,16 @@ destroy (hc_volume *v)
   free (v->table_prev);
   free (v->sum);
   free (v->prefetch);
+  free (atomic_load (&v->spare_bounce));
   hc_u64set_free (&v->unmapped);
   hc_u64set_free (&v->unmapped_committing);
   pthread_mutex_destroy (&v->lock);
   pthread_mutex_destroy (&v->commit_lock);
   pthread_cond_destroy (&v->wake);
   pthread_cond_destroy (&v->space);
-  for (unsigned i = 0; i < HC_STRIPES; i++)
+  for (unsigned i = 0; v->stripes && i < v->nstripes; i++)
     pthread_rwlock_destroy (&v->stripes[i]);
+  free (v->stripes);
   free (v);
 }
 
@@ -192,14 +194,17 @@ open_volume (hc_tier *fast, hc_tier *slow, const struct hc_open_opts *o, bool an
   pthread_mutex_init (&v->commit_lock, NULL);
   pthread_cond_init (&v->wake, NULL);
   pthread_cond_init (&v->space, NULL);
-  for (unsigned i = 0; i < HC_STRIPES; i++)
-    pthread_rwlock_init (&v->stripes[i], NULL);
+  for (v->nstripes = HC_STRIPES_MIN; v->nstripes < HC_STRIPES && v->nstripes < v->nslow;)
+    v->nstripes *= 2;
+  if ((v->stripes = malloc (v->nstripes * sizeof *v->stripes)))
+    for (unsigned i = 0; i < v->nstripes; i++)
+      pthread_rwlock_init (&v->stripes[i], NULL);
   hc_list_init (&v->committing);
   hc_ranges_init (&v->ranges, (uint32_t) (sb.range_sectors * HC_FMT_RANGE_PER_SECTOR));
   v->pins = calloc (sb.nblocks, sizeof *v->pins);
   v->table_dirty = calloc ((sb.table_sectors + 7) / 8, 1);
   v->table_prev = calloc ((sb.table_sectors + 7) / 8, 1);
-  if (!v->pins || !v->table_dirty || !v->table_prev) {
+  if (!v->stripes || !v->pins || !v->table_dirty || !v->table_prev) {
     rc = -ENOMEM;
     goto fail_early;
   }

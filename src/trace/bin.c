@@ -429,12 +429,9 @@ count (struct hc_trace_writer *w, const struct hc_trace_req *r)
     return 0;
   if (r->offset + r->length > o->max_end)
     o->max_end = r->offset + r->length;
-  for (uint64_t b = r->offset >> shift, b1 = (r->offset + r->length - 1) >> shift; b <= b1; b++) {
-    o->block_accesses++;
-    if (hc_blockset_add (&w->footprint, b) < 0)
-      return -ENOMEM;
-  }
-  return 0;
+  uint64_t b0 = r->offset >> shift, n = ((r->offset + r->length - 1) >> shift) - b0 + 1;
+  o->block_accesses += n;
+  return hc_blockset_add_range (&w->footprint, b0, n) < 0 ? -ENOMEM : 0;
 }
 
 /* Appends a request (after the definitions of its new strings). */

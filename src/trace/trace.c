@@ -1,13 +1,18 @@
 /* The trace core: opening, detection, buffered input, lines, strings,
  * malformed-line accounting, rewind, names, and the writer door.
  *
- * Input always goes through zlib's gzread, which passes uncompressed files
- * through unchanged, so every format can also be read gzip-compressed.  It
- * lands in one 1 MiB buffer that text formats cut into lines in place and
- * binary formats decode directly; a request therefore never costs a system
- * call.  gzread does not report a stream that simply stops (it returns what
- * it has, then 0), so every end of input is checked with gzerror: a missing
- * gzip trailer or a damaged block is -EIO, never a silent short trace.
+ * Input is read with read(2) straight into one buffer (up to 1 MiB; no
+ * larger than a small file, so that opening one costs no large allocation)
+ * that text formats cut into lines in place and binary formats decode
+ * directly; a request therefore never costs a system call.  Input that
+ * starts with gzip's magic is inflated with zlib into that buffer instead,
+ * so every format can also be read gzip-compressed: members are read one
+ * after another, and anything after the last one is ignored, as zlib's
+ * gzread does.  Every end of compressed input is checked: a stream that
+ * stops inside a member, or damaged data, is -EIO, never a silent short
+ * trace.  (The reader inflates for itself because gzread misses a cut
+ * stream when its output fills up exactly as the input runs out: it then
+ * reports a clean end.)  Writers' output buffers start small and grow.
  *
  * Detection reads the first megabyte (at most) and asks every format how
  * sure it is: bin and csv have exact headers; blkparse, ftrace and msr parse
@@ -40,9 +45,11 @@
 #include "trace_priv.h"
 #include "util.h"
 
-/* Size of a block of the string arena. */
+/* Size of a block of the string arena: the first one small (a small
+ * trace has few strings), each next one twice the last, up to this. */
+#define ARENA_BLOCK0 ((size_t) 1 << 10)
 #define ARENA_BLOCK ((size_t) 64 << 10)
-/* zlib's own input buffer: larger than its 8 KiB default, fewer reads. */
+/* The compressed input buffer (a small file's size when less). */
 #define GZ_BUFFER (1u << 18)
 
 static const struct hc_trace_fmt *const formats[HC_TRACE_FORMAT_COUNT] = {
@@ -190,7 +197,9 @@ strtab_store (struct hc_trace_strtab *s, const char *text, size_t len)
   char *p;
 
   if (len + 1 > s->block_left) {
-    size_t size = len + 1 > ARENA_BLOCK ? len + 1 : ARENA_BLOCK;
+    size_t size = s->nblocks < 6 ? ARENA_BLOCK0 << s->nblocks : ARENA_BLOCK;
+    if (size < len + 1)
+      size = len + 1;
     char **blocks = realloc (s->blocks, (s->nblocks + 1) * sizeof *blocks);
     if (!blocks)
       return NULL;
@@ -359,6 +368,184 @@ hc_trace_get_format (const hc_trace *t)
 
 /* Input --------------------------------------------------------------------- */
 
+/* The first input buffer: HC_TRACE_BUF0, or for a regular file smaller
+ * than that, its size rounded up to the next 64 bytes, which holds it
+ * whole with room to spare, so that the first read also meets the end.
+ * (Input that turns out larger, a small gzip file say, grows it.) */
+static size_t
+first_cap (int64_t size)
+{
+  if (size < 0 || (uint64_t) size >= HC_TRACE_BUF0)
+    return HC_TRACE_BUF0;
+  return ((size_t) size / 64 + 1) * 64;
+}
+
+/* Grows the input buffer, to HC_TRACE_BUF0 from a first buffer below it,
+ * else to twice its size, up to HC_TRACE_BUF.  Returns 0 or -ENOMEM. */
+static int
+grow_buffer (struct hc_trace *t)
+{
+  size_t cap = t->cap < HC_TRACE_BUF0 ? HC_TRACE_BUF0 : t->cap * 2;
+  char *b;
+
+  if (cap > HC_TRACE_BUF)
+    cap = HC_TRACE_BUF;
+  if (cap <= t->cap || !(b = realloc (t->buf, cap + 1)))
+    return -ENOMEM;
+  t->buf = b;
+  t->cap = cap;
+  return 0;
+}
+
+/* One read(2) of up to len bytes: the count, 0 at the end of the file, or
+ * -EIO (the reader then cannot be rewound). */
+static long
+read_some (struct hc_trace *t, unsigned char *dst, size_t len)
+{
+  for (;;) {
+    ssize_t n = read (t->fd, dst, len);
+    if (n >= 0) {
+      t->in_eof = n == 0;
+      return (long) n;
+    }
+    if (errno != EINTR) {
+      t->in_broken = true;
+      return hc_trace_fail (t, -EIO, "read error: %s", strerror (errno));
+    }
+  }
+}
+
+/* Fails on compressed input that cannot be read on; `broken` unless it
+ * merely stops early (which a rewind may read again). */
+static long
+gzip_fail (struct hc_trace *t, int rc, bool broken, const char *msg)
+{
+  t->in_broken |= broken;
+  return hc_trace_fail (t, rc, "truncated or corrupt compressed input: %s", msg);
+}
+
+/* Fails on what inflate returned. */
+static long
+inflate_fail (struct hc_trace *t, int ret)
+{
+  if (ret == Z_DATA_ERROR)
+    return gzip_fail (t, -EIO, true, t->z.msg ? t->z.msg : "compressed data error");
+  if (ret == Z_MEM_ERROR)
+    return gzip_fail (t, -ENOMEM, true, "out of memory");
+  return gzip_fail (t, -EIO, true, "internal error: inflate stream corrupt");
+}
+
+/* Reads more compressed input behind what is left of it (which moves to
+ * the start of zin).  Returns 0 (at the end of the file too) or -EIO. */
+static long
+gzip_load (struct hc_trace *t)
+{
+  long n;
+
+  if (t->z.avail_in && t->z.next_in != t->zin)
+    memmove (t->zin, t->z.next_in, t->z.avail_in);
+  t->z.next_in = t->zin;
+  n = read_some (t, t->zin + t->z.avail_in, t->zin_cap - t->z.avail_in);
+  if (n > 0)
+    t->z.avail_in += (uInt) n;
+  return n < 0 ? n : 0;
+}
+
+/* Inflates up to len bytes into dst: the count, 0 at the end of the last
+ * member, or a negative errno.  Output made before an error is handed out
+ * first; the error comes on the next call. */
+static long
+gzip_read (struct hc_trace *t, unsigned char *dst, size_t len)
+{
+  z_stream *z = &t->z;
+  long rc;
+
+  if (t->z_error)
+    return inflate_fail (t, t->z_error);
+  if (len > UINT_MAX)
+    len = UINT_MAX;
+  z->next_out = dst;
+  z->avail_out = (uInt) len;
+  while (z->avail_out) {
+    if (t->z_member_end) {
+      /* Another member, or the end: anything else is ignored. */
+      if (z->avail_in < 2 && !t->in_eof && (rc = gzip_load (t)) < 0)
+        return rc;
+      if (z->avail_in < 2 && !t->in_eof)
+        continue;
+      if (z->avail_in < 2 || z->next_in[0] != 0x1f || z->next_in[1] != 0x8b) {
+        z->avail_in = 0;
+        break;
+      }
+      if (inflateReset (z) != Z_OK)
+        return gzip_fail (t, -EIO, true, "internal error: inflate stream corrupt");
+      t->z_member_end = false;
+    }
+    if (!z->avail_in) {
+      if (!t->in_eof && (rc = gzip_load (t)) < 0)
+        return rc;
+      if (!z->avail_in && t->in_eof) {
+        /* The file ends inside a member: whatever came before first. */
+        if (z->avail_out < len)
+          break;
+        return gzip_fail (t, -EIO, false, "unexpected end of file");
+      }
+      continue;
+    }
+    int ret = inflate (z, Z_NO_FLUSH);
+    if (ret == Z_STREAM_END)
+      t->z_member_end = true;
+    else if (ret != Z_OK && ret != Z_BUF_ERROR) {
+      t->z_error = ret;
+      if (z->avail_out == len)
+        return inflate_fail (t, ret);
+      break; /* the error on the next call */
+    }
+  }
+  return (long) (len - z->avail_out);
+}
+
+/* Reads up to len (at least 2) bytes of the input into dst: the count, 0
+ * at its end, or a negative errno.  The first bytes decide how, once: gzip's
+ * magic makes the input compressed; anything else passes through. */
+static long
+input_read (struct hc_trace *t, unsigned char *dst, size_t len)
+{
+  long n;
+
+  if (t->in_how == HC_IN_PLAIN)
+    return t->in_eof ? 0 : read_some (t, dst, len);
+  if (t->in_how == HC_IN_GZIP)
+    return gzip_read (t, dst, len);
+  size_t got = 0;
+  while (got < 2 && !t->in_eof) {
+    if ((n = read_some (t, dst + got, len - got)) < 0)
+      return n;
+    got += (size_t) n;
+  }
+  if (got < 2 || dst[0] != 0x1f || dst[1] != 0x8b) {
+    t->in_how = HC_IN_PLAIN;
+    return (long) got;
+  }
+  /* Compressed: what was read so far is the start of zin. */
+  if (!t->zin) {
+    t->zin_cap = t->size >= 0 && t->size < GZ_BUFFER ? first_cap (t->size) : GZ_BUFFER;
+    if (t->zin_cap < got)
+      t->zin_cap = got;
+    if (!(t->zin = malloc (t->zin_cap)))
+      return hc_trace_fail (t, -ENOMEM, "out of memory");
+  }
+  if (inflateInit2 (&t->z, 16 + MAX_WBITS) != Z_OK)
+    return hc_trace_fail (t, -ENOMEM, "out of memory");
+  t->z_init = true;
+  memcpy (t->zin, dst, got);
+  t->z.next_in = t->zin;
+  t->z.avail_in = (uInt) got;
+  t->z_member_end = false;
+  t->in_how = HC_IN_GZIP;
+  return gzip_read (t, dst, len);
+}
+
 /* Refills the buffer until `need` bytes are unread or the input ends. */
 long
 hc_trace_fill (struct hc_trace *t, size_t need)
@@ -372,36 +559,29 @@ hc_trace_fill (struct hc_trace *t, size_t need)
     t->pos = 0;
     t->fill = have;
   }
-  /* A refill means more input than the buffer held: let it grow. */
-  if (t->cap < HC_TRACE_BUF && (t->refilled || need > t->cap)) {
-    size_t cap = t->cap * 2 > HC_TRACE_BUF ? HC_TRACE_BUF : t->cap * 2;
-    char *b = realloc (t->buf, cap + 1);
-    if (b) {
-      t->buf = b;
-      t->cap = cap;
-    }
-  }
-  t->refilled = true;
-  while (t->fill < need && !t->eof && t->fill < t->cap) {
-    int e = Z_OK;
-    int n = gzread (t->gz, t->buf + t->fill, (unsigned) (t->cap - t->fill));
-    const char *msg;
+  /* Input that filled the buffer is larger than it: read it in larger
+   * chunks (if memory is short, the chunks simply stay as they are). */
+  if (t->filled && t->cap < HC_TRACE_BUF)
+    grow_buffer (t);
+  t->filled = false;
+  while (t->fill < need && !t->eof) {
+    long n;
 
+    /* A full buffer short of `need` (which is at most HC_TRACE_BUF) is a
+     * first buffer sized to a file that holds more than its size. */
+    if (t->fill == t->cap) {
+      if (t->cap >= HC_TRACE_BUF)
+        break;
+      if (grow_buffer (t) < 0)
+        return hc_trace_fail (t, -ENOMEM, "out of memory for the input buffer");
+    }
+    n = input_read (t, (unsigned char *) t->buf + t->fill, t->cap - t->fill);
+    if (n < 0)
+      return n;
     if (n > 0) {
       t->fill += (size_t) n;
+      t->filled |= t->fill == t->cap;
       continue;
-    }
-    /* 0 is also what a cut-off gzip stream gives: only gzerror tells. */
-    msg = gzerror (t->gz, &e);
-    if (n < 0 || e != Z_OK) {
-      const char *colon;
-      if (e == Z_ERRNO)
-        return hc_trace_fail (t, -EIO, "read error: %s", strerror (errno));
-      /* zlib prefixes the name it was given, "<fd:N>" here: noise. */
-      if (msg && strncmp (msg, "<fd:", 4) == 0 && (colon = strstr (msg, ": ")))
-        msg = colon + 2;
-      return hc_trace_fail (t, -EIO, "truncated or corrupt compressed input: %s",
-                            msg && *msg ? msg : "unexpected end of stream");
     }
     t->eof = true;
   }
@@ -752,11 +932,6 @@ open_input (struct hc_trace *t, const char *path, int64_t *size)
   *size = S_ISREG (st.st_mode) ? (int64_t) st.st_size : -1;
   t->fd = fd;
   t->size = *size;
-  if (!(t->gz = gzdopen (fd, "rb"))) {
-    close (fd);
-    return -ENOMEM;
-  }
-  gzbuffer (t->gz, GZ_BUFFER);
   return 0;
 }
 
@@ -787,12 +962,11 @@ hc_trace_open (const char *path, const struct hc_trace_opts *o, hc_trace **out, 
   }
   if (!opts.block_size)
     opts.block_size = 4096;
-  if (!(t = calloc (1, sizeof *t)) || !(t->buf = malloc ((t->cap = HC_TRACE_BUF0) + 1))
-      || !(t->scratch = malloc (HC_TRACE_LINE_MAX + 1))) {
+  if (!(t = calloc (1, sizeof *t))) {
     hc_sb_printf (&sb, "out of memory");
-    rc = -ENOMEM;
-    goto err;
+    return -ENOMEM;
   }
+  t->fd = -1;
   t->opts = opts;
   t->is_stdin = strcmp (path, "-") == 0;
   t->serial = __atomic_fetch_add (&next_serial, 1, __ATOMIC_RELAXED);
@@ -800,14 +974,28 @@ hc_trace_open (const char *path, const struct hc_trace_opts *o, hc_trace **out, 
     hc_sb_printf (&sb, "%s: %s", path, strerror (-rc));
     goto err;
   }
+  /* The buffer is sized once the file's size is known. */
+  if (!(t->buf = malloc ((t->cap = first_cap (size)) + 1))) {
+    hc_sb_printf (&sb, "out of memory");
+    rc = -ENOMEM;
+    goto err;
+  }
   if ((have = hc_trace_fill (t, HC_TRACE_HEAD)) < 0) {
     rc = (int) have;
     hc_sb_printf (&sb, "%s: %s", path, t->err);
     goto err;
   }
+  /* The line copy of the text formats' probes, that is of detection: no
+   * line of the head is longer than the head. */
+  if (opts.format == HC_TRACE_AUTO
+      && !(t->scratch = malloc ((t->fill < HC_TRACE_LINE_MAX ? t->fill : HC_TRACE_LINE_MAX) + 1))) {
+    hc_sb_printf (&sb, "out of memory");
+    rc = -ENOMEM;
+    goto err;
+  }
   whole = t->eof;
-  /* The size on disk is the trace's size only when zlib passes it through. */
-  if (!gzdirect (t->gz))
+  /* The size on disk is the trace's size only when it is not compressed. */
+  if (t->in_how == HC_IN_GZIP)
     size = whole ? (int64_t) t->fill : -1;
   if (opts.format == HC_TRACE_AUTO) {
     char line[64];
@@ -917,10 +1105,14 @@ hc_trace_rewind (hc_trace *t)
     return -EINVAL;
   if (t->is_stdin)
     return hc_trace_fail (t, -ESPIPE, "standard input cannot be rewound");
-  /* gzrewind refuses a stream that hit a hard error; such a reader stays
-   * failed, as a reopen would only meet the same damage again. */
-  if (gzrewind (t->gz) != 0)
+  /* A reader that hit a read error or corrupt data stays failed, as a
+   * reopen would only meet the same damage again; one that met the early
+   * end of a compressed stream may read it again. */
+  if (t->in_broken || lseek (t->fd, 0, SEEK_SET) < 0
+      || (t->in_how == HC_IN_GZIP && inflateReset (&t->z) != Z_OK))
     return hc_trace_fail (t, -EIO, "cannot rewind: %s", t->err[0] ? t->err : "seek failed");
+  t->in_eof = t->z_member_end = false;
+  t->z.avail_in = 0;
   t->pos = t->fill = 0;
   t->eof = false;
   t->lineno = t->skipped = t->first_skipped = 0;
@@ -936,7 +1128,7 @@ hc_trace_totals (hc_trace *t, struct hc_trace_totals *out)
 {
   if (!t || !out)
     return -EINVAL;
-  if (!t->fmt->totals || t->size < 0 || !gzdirect (t->gz))
+  if (!t->fmt->totals || t->size < 0 || t->in_how == HC_IN_GZIP)
     return -ENODATA;
   return t->fmt->totals (t, out);
 }
@@ -947,8 +1139,11 @@ hc_trace_close (hc_trace *t)
 {
   if (!t)
     return;
-  if (t->gz)
-    gzclose (t->gz);
+  if (t->fd >= 0)
+    close (t->fd);
+  if (t->z_init)
+    inflateEnd (&t->z);
+  free (t->zin);
   hc_trace_strtab_free (&t->strs);
   free (t->bin_map);
   free (t->scratch);
@@ -997,12 +1192,22 @@ hc_trace_wput (struct hc_trace_writer *w, const void *p, size_t n)
   const unsigned char *s = p;
 
   while (n) {
-    size_t room = HC_TRACE_BUF - w->len, k;
+    size_t room = w->cap - w->len, k;
     int rc;
     if (!room) {
       if ((rc = hc_trace_wflush (w)) < 0)
         return rc;
-      room = HC_TRACE_BUF;
+      /* A writer that filled its buffer writes more: a larger one, now
+       * that it is empty (if memory is short, the one it has). */
+      if (w->cap < HC_TRACE_BUF) {
+        unsigned char *b = malloc (w->cap * 2);
+        if (b) {
+          free (w->buf);
+          w->buf = b;
+          w->cap *= 2;
+        }
+      }
+      room = w->cap;
     }
     k = n < room ? n : room;
     memcpy (w->buf + w->len, s, k);
@@ -1054,7 +1259,7 @@ hc_trace_writer_open (const char *path, enum hc_trace_format format, uint32_t bl
                   hc_trace_format_name (format) ? hc_trace_format_name (format) : "?");
     return -EINVAL;
   }
-  if (!(w = calloc (1, sizeof *w)) || !(w->buf = malloc (HC_TRACE_BUF))) {
+  if (!(w = calloc (1, sizeof *w)) || !(w->buf = malloc (w->cap = HC_TRACE_WBUF0))) {
     free (w);
     hc_sb_printf (&sb, "out of memory");
     return -ENOMEM;

@@ -1,7 +1,7 @@
 /* Trace readers and writers: the state they share and the ops table each
  * format fills in.
  *
- *   trace.c     opening (plain or gzip through zlib), format detection, the
+ *   trace.c     opening (plain or gzip, inflated with zlib), format detection, the
  *               buffered input and its line reader, string interning,
  *               malformed-line accounting, rewind, names, and the writer door
  *   csv.c       hintcache's labeled CSV (RFC 4180 quoting)
@@ -34,10 +34,14 @@
 
 /* Input is read in chunks of up to this size; binary readers parse
  * straight out of it, so a record costs no system call.  The buffer starts
- * at HC_TRACE_BUF0 and doubles at each refill up to this: a small input
- * never needs a megabyte. */
+ * at HC_TRACE_BUF0 (at a regular file's size rounded up to a page when that
+ * is less) and doubles at each refill after a read that filled it, up to
+ * this: a small input never needs a megabyte.  A writer's output buffer
+ * starts at HC_TRACE_WBUF0 and doubles each time it is written out full,
+ * up to HC_TRACE_BUF too. */
 #define HC_TRACE_BUF ((size_t) 1 << 20)
 #define HC_TRACE_BUF0 ((size_t) 128 << 10)
+#define HC_TRACE_WBUF0 ((size_t) 4 << 10)
 /* The longest text line accepted; a longer one is malformed. */
 #define HC_TRACE_LINE_MAX 16384
 /* The least of the input read before detection looks at it. */
@@ -121,9 +125,20 @@ extern const struct hc_trace_fmt hc_trace_fmt_bin;
 struct hc_trace {
   const struct hc_trace_fmt *fmt;
   struct hc_trace_opts opts;
-  gzFile gz;
-  int fd;          /* gz's descriptor, for pread (gz owns it) */
+  int fd;          /* the input, -1 before it is open (also for pread) */
   int64_t size;    /* bytes, when a regular file (else -1) */
+
+  /* How the input is read: undecided until its first bytes are read, then
+   * as it is, or inflated (gzip: members one after another). */
+  enum { HC_IN_LOOK, HC_IN_PLAIN, HC_IN_GZIP } in_how;
+  bool in_eof;        /* read(2) has met the end of the file */
+  bool in_broken;     /* a read error or corrupt compressed data: no rewind */
+  bool z_init;        /* z is set up (inflateInit2) */
+  bool z_member_end;  /* gzip: the last member ended whole */
+  int z_error;        /* gzip: what inflate failed with, 0 if nothing */
+  z_stream z;         /* gzip: the inflate state; next_in/avail_in in zin */
+  unsigned char *zin; /* gzip: compressed input */
+  size_t zin_cap;
   bool is_stdin;   /* cannot be rewound */
   uint64_t serial; /* tells readers apart in writers' id caches */
 
@@ -132,7 +147,7 @@ struct hc_trace {
   char *buf;
   size_t pos, fill, cap;
   bool eof;
-  bool refilled;  /* hc_trace_fill has read before: the buffer may grow */
+  bool filled;    /* input filled the buffer: the next refill grows it */
 
   uint64_t lineno;        /* lines (text) or records (binary) consumed */
   uint64_t skipped;       /* malformed ones skipped */
@@ -141,7 +156,8 @@ struct hc_trace {
   bool probing;           /* parsing for detection: intern nothing */
   char reason[160];       /* why the last malformed line was rejected */
   char err[320];
-  char *scratch;          /* a line copy for probing */
+  char *scratch;          /* a line copy for probing: detection only (else NULL),
+                           * as long as the head read for it or a line at most */
 
   struct hc_trace_strtab strs;
 
@@ -165,7 +181,7 @@ struct hc_trace_writer {
   int err;            /* the first error, sticky */
   uint32_t block_size;
   unsigned char *buf; /* output buffer */
-  size_t len;
+  size_t len, cap;
   uint64_t count;     /* requests (bin) or records (oracle) so far */
 
   /* bin: the file's strings, and a cache src id → file id + 1 for `src`. */
