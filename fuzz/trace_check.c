@@ -61,13 +61,27 @@ files_init (void)
   done = true;
 }
 
+/* Request arrays are kept for the next ones rather than freed: a run
+ * needs a few, and the next run as many. */
+static struct {
+  struct hc_trace_req *v;
+  size_t cap;
+} spare[8];
+static unsigned nspare;
+
 static void
 reqs_add (struct reqs *a, const struct hc_trace_req *r)
 {
   if (a->n == a->cap) {
-    a->cap = a->cap ? 2 * a->cap : 64;
-    a->v = realloc (a->v, a->cap * sizeof *a->v);
-    FUZZ_CHECK (a->v != NULL, "out of memory");
+    if (!a->v && nspare) {
+      nspare--;
+      a->v = spare[nspare].v;
+      a->cap = spare[nspare].cap;
+    } else {
+      a->cap = a->cap ? 2 * a->cap : 64;
+      a->v = realloc (a->v, a->cap * sizeof *a->v);
+      FUZZ_CHECK (a->v != NULL, "out of memory");
+    }
   }
   a->v[a->n++] = *r;
 }
@@ -75,7 +89,12 @@ reqs_add (struct reqs *a, const struct hc_trace_req *r)
 static void
 reqs_free (struct reqs *a)
 {
-  free (a->v);
+  if (a->v && nspare < sizeof spare / sizeof spare[0]) {
+    spare[nspare].v = a->v;
+    spare[nspare].cap = a->cap;
+    nspare++;
+  } else
+    free (a->v);
   memset (a, 0, sizeof *a);
 }
 
