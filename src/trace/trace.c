@@ -14,10 +14,10 @@
  * stream when its output fills up exactly as the input runs out: it then
  * reports a clean end.)  Writers' output buffers start small and grow.
  *
- * Detection reads the first megabyte (at most) and asks every format how
- * sure it is: bin and csv have exact headers; blkparse, ftrace and msr parse
- * their first lines and count how many look like theirs; oracle, which has
- * no header at all, only wins when nothing else does.
+ * Detection reads the first 128 KiB (HC_TRACE_HEAD) and asks every format
+ * how sure it is: bin and csv have exact headers; blkparse, ftrace and msr
+ * parse their first lines and count how many look like theirs; oracle,
+ * which has no header at all, only wins when nothing else does.
  *
  * Text lines are bounded (HC_TRACE_LINE_MAX); a longer line is skipped whole
  * and counted as malformed like any line its format rejects.  Malformed
@@ -380,12 +380,12 @@ first_cap (int64_t size)
   return ((size_t) size / 64 + 1) * 64;
 }
 
-/* Grows the input buffer, to HC_TRACE_BUF0 from a first buffer below it,
- * else to twice its size, up to HC_TRACE_BUF.  Returns 0 or -ENOMEM. */
+/* Grows the input buffer to twice its size, up to HC_TRACE_BUF.  Returns 0
+ * or -ENOMEM. */
 static int
 grow_buffer (struct hc_trace *t)
 {
-  size_t cap = t->cap < HC_TRACE_BUF0 ? HC_TRACE_BUF0 : t->cap * 2;
+  size_t cap = t->cap * 2;
   char *b;
 
   if (cap > HC_TRACE_BUF)

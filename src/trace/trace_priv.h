@@ -44,8 +44,9 @@
 #define HC_TRACE_WBUF0 ((size_t) 4 << 10)
 /* The longest text line accepted; a longer one is malformed. */
 #define HC_TRACE_LINE_MAX 16384
-/* The least of the input read before detection looks at it. */
-#define HC_TRACE_HEAD ((size_t) 64 << 10)
+/* What is read of the input before detection looks at it (all of a
+ * shorter input): what the first buffer of a large input holds. */
+#define HC_TRACE_HEAD HC_TRACE_BUF0
 /* How many lines a text probe parses at most. */
 #define HC_TRACE_PROBE_LINES 64
 
