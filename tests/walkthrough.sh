@@ -32,8 +32,12 @@ block() {
     on { exit }' "$src/README.md")
   [ -n "$text" ] || fail "README.md has no '# walkthrough: $1' block"
   printf '%s\n' "$text" | sed -e "s|/tmp/hc|$tmp/hc|g" \
-    -e "s|^nbdkit |LD_PRELOAD=\"$san_preload\" ASAN_OPTIONS=detect_leaks=0 nbdkit |"
+    -e "s|^nbdkit |LD_PRELOAD=\"$san_preload\" ASAN_OPTIONS=detect_leaks=0 nbdkit |" \
+    -e "s|^ionice |LD_PRELOAD=\"$san_preload\" $run_asan ionice |"
 }
+# Under a sanitizer, `hintcache run` puts the (instrumented) preload library
+# before the sanitizer runtimes given here, which ASan must be told to accept.
+run_asan=ASAN_OPTIONS=detect_leaks=0${san_preload:+:verify_asan_link_order=0}
 
 mkdir -p "$tmp/tree/build"
 ln -s "$hc" "$tmp/tree/build/hintcache"
