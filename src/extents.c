@@ -55,7 +55,7 @@ hc_file_extents (int fd, uint64_t off, uint64_t len, unsigned flags, struct hc_e
     return -EINVAL;
   if (fstat (fd, &st) < 0)
     return -errno;
-  if (!S_ISREG (st.st_mode))
+  if (!S_ISREG (st.st_mode) && !S_ISDIR (st.st_mode))
     return -EINVAL;
   if (len == 0)
     return 0;

@@ -1532,6 +1532,50 @@ test_csv_writer (void)
 }
 
 /* The recorder's reading of trace_pipe lines (src/record/tracefs.c). */
+/* PostgreSQL's paths by kind, before the catalog has answered (no server):
+ * what the layout alone says. */
+static void
+test_pgcat_paths (void)
+{
+  static const struct {
+    const char *rel;
+    int known;
+    uint8_t label;
+  } t[] = {
+    { "pg_wal/000000010000000000000001", 1, HC_LABEL_WAL },
+    { "pg_wal/archive_status/x.done", 1, HC_LABEL_WAL },
+    { "pg_xact/0000", 1, HC_LABEL_CATALOG },
+    { "pg_multixact/offsets/0000", 1, HC_LABEL_CATALOG },
+    { "global/1262", 1, HC_LABEL_CATALOG },
+    { "global/pg_control", 0, 0 },
+    { "base/1/1259", 1, HC_LABEL_CATALOG },        /* a system relation */
+    { "base/16384/16397", 1, HC_LABEL_TABLE },     /* unknown yet: a table */
+    { "base/16384/16397.12", 1, HC_LABEL_TABLE },  /* a segment */
+    { "base/16384/16397_fsm", 1, HC_LABEL_CATALOG },
+    { "base/16384/16397_vm.1", 1, HC_LABEL_CATALOG },
+    { "base/16384/t3_16400", 1, HC_LABEL_TEMP },
+    { "base/pgsql_tmp/pgsql_tmp123.0", 1, HC_LABEL_TEMP },
+    { "base/16384/PG_VERSION", 0, 0 },
+    { "base/16384/16397x", 0, 0 },
+    { "base/x/16397", 0, 0 },
+    { "base/16384/99999999999", 0, 0 },
+    { "PG_VERSION", 0, 0 },
+    { "postgresql.auto.conf", 0, 0 },
+  };
+  hc_pgcat *c;
+  uint8_t lab;
+
+  CHECK (hc_pgcat_new ("/nonexistent/pgdata", &c) == 0, "pgcat");
+  CHECK (hc_pgcat_refresh (c) < 0 && !hc_pgcat_known (c), "no server, no catalog");
+  for (size_t i = 0; i < sizeof t / sizeof *t; i++) {
+    lab = 0;
+    int k = hc_pgcat_label (c, t[i].rel, &lab);
+    CHECK (k == t[i].known && (!k || lab == t[i].label), "%s: %d, label %s", t[i].rel, k,
+           hc_trace_label_name (lab));
+  }
+  hc_pgcat_free (c);
+}
+
 static void
 test_record_lines (void)
 {
@@ -1641,6 +1685,7 @@ main (int argc, char **argv)
   test_bin ();
   test_csv_writer ();
   test_record_lines ();
+  test_pgcat_paths ();
   test_oracle ();
   test_mutants ();
   test_shared (shared);

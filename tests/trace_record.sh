@@ -8,7 +8,11 @@
 #      lists them (other_file, wal for a -wal name, temp under /backup);
 #      every read the workload's `cat` issued is labelled with the file it
 #      read; no request labelled fs_metadata or journal touches a file's
-#      block; the journal's requests carry the journal's blocks;
+#      block; the journal's requests carry the journal's blocks; a rule of
+#      --rules FILE labels the files it names; a directory's requests
+#      (object "path/") hold only its blocks, and a named structure's
+#      ("inode_table(g0)", "block_bitmap(g0)", …) only the blocks dumpe2fs
+#      gives it; a bad rules file is refused with its line;
 #   3. the command ran in the memory cgroup;
 #   4. lost events: with a tiny buffer and the recorder stopped (SIGSTOP)
 #      through a burst of reads, the loss is reported and the exit status
@@ -19,7 +23,7 @@ set -eu
 hc=$1
 . "$(dirname "$0")/functions.sh"
 [ "$(id -u)" = 0 ] || skip "needs root (tracefs, loop devices, mount)"
-for t in losetup mkfs.ext4 debugfs jq; do requires $t; done
+for t in losetup mkfs.ext4 debugfs dumpe2fs jq; do requires $t; done
 modprobe loop 2>/dev/null || true
 losetup -f >/dev/null 2>&1 || skip "no free loop device"
 [ -d /sys/kernel/tracing/events/block ] || mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null || true
@@ -40,7 +44,13 @@ sync
 echo 3 > /proc/sys/vm/drop_caches
 
 # 1. Record.
+printf '# the rules of this test\n/data/small2*   table   # small2, small20\n' > "$tmp/rules"
+printf '*.x  table\n/data/*  nosuchlabel\n' > "$tmp/bad.rules"
+expect_status 1 "$hc" trace record --device "$dev" --mount "$mnt" --rules "$tmp/bad.rules" \
+  -o "$tmp/never.csv" -- true
+contains "$err" "bad.rules, line 2: 'nosuchlabel' is not a label" "a bad rules file"
 expect_status 0 "$hc" trace record --device "$dev" --mount "$mnt" --memory-limit 64M \
+  --rules "$tmp/rules" \
   --snapshot-interval 0.5 -o "$tmp/t.csv.gz" -- sh -c "
     cat /proc/self/cgroup > '$tmp/cgroup'
     cat '$mnt'/data/* > /dev/null
@@ -59,13 +69,46 @@ for f in data/big.bin data/db-wal backup/big.bin $(cd "$mnt" && ls data/small*);
   debugfs -R "blocks /$f" "$dev" 2>/dev/null | tr ' ' '\n' | grep -E '^[0-9]+$' \
     | sed "s|\$| /$f|" >> "$tmp/truth"
 done
-python3 - "$tmp/rows" "$tmp/truth" <<'PY' || fail "labels differ from the ground truth"
-import csv, sys
+for d in / /data/ /backup/; do
+  debugfs -R "blocks $d" "$dev" 2>/dev/null | tr ' ' '\n' | grep -E '^[0-9]+$' \
+    | sed "s|\$| $d|" >> "$tmp/dirs"
+done
+dumpe2fs "$dev" 2>/dev/null > "$tmp/dumpe2fs"
+python3 - "$tmp/rows" "$tmp/truth" "$tmp/dirs" "$tmp/dumpe2fs" <<'PY' || fail "labels differ from the ground truth"
+import csv, re, sys
 owner = {}
 for line in open(sys.argv[2]):
     b, f = line.split()
     owner[int(b)] = f
 files = set(owner.values())
+dirblocks = {}
+for line in open(sys.argv[3]):
+    b, d = line.split()
+    dirblocks.setdefault(d, set()).add(int(b))
+# Each group's structures, as dumpe2fs lists them.
+structs, g = {}, None
+def span(text):
+    a, _, b = text.partition("-")
+    return range(int(a), int(b or a) + 1)
+for line in open(sys.argv[4]):
+    m = re.match(r"Group (\d+):", line)
+    if m:
+        g = int(m.group(1))
+        continue
+    if g is None:
+        continue
+    for what, key in (("superblock", r"(Primary|Backup) superblock at (\d+)"),
+                      ("group_descriptors", r"Group descriptors at ([\d-]+)"),
+                      ("reserved_gdt", r"Reserved GDT blocks at ([\d-]+)"),
+                      ("block_bitmap", r"Block bitmap at (\d+)"),
+                      ("inode_bitmap", r"Inode bitmap at (\d+)"),
+                      ("inode_table", r"Inode table at ([\d-]+)")):
+        m = re.search(key, line)
+        if m:
+            name = (f"superblock({m.group(1).lower()} g{g})" if what == "superblock"
+                    else f"{what}(g{g})")
+            structs[name] = set(span(m.group(m.lastindex)))
+named, dirs = 0, 0
 bad, checked, cat_reads = [], 0, 0
 for row in csv.reader(open(sys.argv[1])):
     ts, op, off, ln, flags, pc, ph, pl, comm, pid, label, obj = row
@@ -75,7 +118,8 @@ for row in csv.reader(open(sys.argv[1])):
     blocks = range(off // 4096, (off + ln - 1) // 4096 + 1)
     if obj in files:
         checked += 1
-        want = "wal" if obj.endswith("-wal") else "temp" if obj.startswith("/backup/") else "other_file"
+        want = ("wal" if obj.endswith("-wal") else "temp" if obj.startswith("/backup/")
+                else "table" if re.fullmatch(r"/data/small2\d*", obj) else "other_file")
         if label != want:
             bad.append(f"{obj}: label {label}, expected {want}")
         wrong = [b for b in blocks if owner.get(b) != obj]
@@ -85,16 +129,26 @@ for row in csv.reader(open(sys.argv[1])):
         hit = [b for b in blocks if b in owner]
         if hit:
             bad.append(f"{op} {off}+{ln} labelled {label} holds block {hit[0]} of {owner[hit[0]]}")
+    if obj in structs or obj in dirblocks:
+        truth = structs.get(obj) or dirblocks[obj]
+        named += obj in structs
+        dirs += obj in dirblocks
+        if label != "fs_metadata" or not set(blocks) <= truth:
+            bad.append(f"{op} {off}+{ln} labelled {label} {obj}: not all its blocks are {obj}'s")
+    elif re.fullmatch(r"[a-z_]+\((primary |backup )?g\d+\)|.*/", obj):
+        bad.append(f"{op} {off}+{ln}: {obj} is not a structure or directory dumpe2fs/debugfs know")
     if comm == "cat" and op == "R" and any(b in owner for b in blocks):
         cat_reads += 1
         if obj not in files:
             bad.append(f"cat's read {off}+{ln} of {owner.get(blocks[0])} labelled {label} {obj!r}")
-if checked < 10 or cat_reads < 5:
-    bad.append(f"only {checked} file requests, {cat_reads} cat reads")
+if checked < 10 or cat_reads < 5 or named < 1 or dirs < 1:
+    bad.append(f"only {checked} file requests, {cat_reads} cat reads, {named} structures, "
+               f"{dirs} directories")
 if bad:
     print("\n".join(bad[:10]), file=sys.stderr)
     sys.exit(1)
-print(f"{checked} file requests checked block by block, {cat_reads} reads by cat")
+print(f"{checked} file requests checked block by block, {cat_reads} reads by cat, "
+      f"{named} structure and {dirs} directory requests")
 PY
 grep -q ',journal,<journal>$' "$tmp/rows" || fail "no journal request (the sync commits)"
 

@@ -136,13 +136,18 @@ advise_file (const char *cmd, hc_control_client *c, const char *path, uint64_t d
              const char *hint)
 {
   struct hc_extent_list x;
+  struct stat st;
   int fd, rc;
 
   if ((fd = open (path, O_RDONLY | O_CLOEXEC)) < 0) {
     cli_fail (cmd, "%s: %s", path, strerror (errno));
     return -1;
   }
-  rc = hc_file_extents (fd, 0, UINT64_MAX, HC_EXTENTS_SYNC, &x);
+  /* Files only: a directory's blocks are the file system's metadata. */
+  if (fstat (fd, &st) == 0 && !S_ISREG (st.st_mode))
+    rc = -EINVAL;
+  else
+    rc = hc_file_extents (fd, 0, UINT64_MAX, HC_EXTENTS_SYNC, &x);
   close (fd);
   if (rc < 0) {
     if (rc == -EOPNOTSUPP || rc == -ENOTTY)

@@ -1,14 +1,16 @@
 /* `hintcache trace record`: a labeled trace of what programs do to a disk.
  *
- *   trace record --device DEV [--mount DIR] [--memory-limit SIZE]
+ *   trace record --device DEV [--mount DIR [--rules FILE]] [--memory-limit SIZE]
  *                [--snapshot-interval S] [--duration S] -o OUT [-- COMMAND …]
+ *   trace record --show-rules
  *
  * Records every request issued to DEV through the kernel's block
  * tracepoints (src/record/tracefs.c) while COMMAND runs (or for --duration
  * seconds, or until SIGINT/SIGTERM), labels each by what it touched
  * (src/record/label.c: the file system's layout, and FIEMAP snapshots of
  * the files under DIR taken at the start, every --snapshot-interval seconds
- * and at the end) and writes the labeled CSV of the shared traces (gzip
+ * and at the end; files labelled by path rules, --rules FILE first, and a
+ * PostgreSQL data directory by its catalog) and writes the labeled CSV of the shared traces (gzip
  * when OUT ends in .gz), which `hintcache replay` and every trace reader
  * take as they are.  --memory-limit runs COMMAND in a memory cgroup of that
  * size, so that the page cache does not absorb the reuse a cache in front
@@ -38,10 +40,11 @@
 #include "util.h"
 
 static const char record_usage[] =
-  "Usage: hintcache trace record --device DEV [--mount DIR] [--memory-limit SIZE]\n"
-  "                              [--snapshot-interval S] [--duration S]\n"
-  "                              [--buffer-size SIZE] -o OUT\n"
+  "Usage: hintcache trace record --device DEV [--mount DIR [--rules FILE]]\n"
+  "                              [--memory-limit SIZE] [--snapshot-interval S]\n"
+  "                              [--duration S] [--buffer-size SIZE] -o OUT\n"
   "                              [-- COMMAND [ARG …]]\n"
+  "       hintcache trace record --show-rules\n"
   "\n"
   "Records every request issued to the block device DEV while COMMAND runs (or for\n"
   "--duration seconds, or until interrupted), through the kernel's block tracepoints,\n"
@@ -49,7 +52,12 @@ static const char record_usage[] =
   "(gzip-compressed when OUT ends in .gz), ready for 'hintcache replay OUT'.  Needs root.\n"
   "  --device DEV           the block device (a disk, partition or loop device)\n"
   "  --mount DIR            where DEV's file system is mounted: its files label their\n"
-  "                         blocks (path and label) by FIEMAP snapshots\n"
+  "                         blocks (path and label) by FIEMAP snapshots; in a\n"
+  "                         PostgreSQL data directory, the running server's catalog\n"
+  "                         says which files are tables, indexes, toast or catalog\n"
+  "  --rules FILE           label rules (PATTERN LABEL, hintd's rule language) tried\n"
+  "                         before the catalog and the built-in rules\n"
+  "  --show-rules           print the built-in label rules and exit\n"
   "  --memory-limit SIZE    run COMMAND in a memory cgroup of SIZE (e.g. 256M), so that\n"
   "                         the page cache does not absorb all reuse\n"
   "  --snapshot-interval S  seconds between FIEMAP snapshots (default 10)\n"
@@ -164,6 +172,8 @@ cmd_trace_record (int argc, char **argv)
     { "help", no_argument, NULL, 'h' },
     { "device", required_argument, NULL, 'd' },
     { "mount", required_argument, NULL, 'm' },
+    { "rules", required_argument, NULL, 'r' },
+    { "show-rules", no_argument, NULL, 'S' },
     { "memory-limit", required_argument, NULL, 'M' },
     { "snapshot-interval", required_argument, NULL, 'i' },
     { "duration", required_argument, NULL, 't' },
@@ -171,7 +181,7 @@ cmd_trace_record (int argc, char **argv)
     { "output", required_argument, NULL, 'o' },
     { NULL, 0, NULL, 0 },
   };
-  const char *cmd = "trace record", *device = NULL, *mount = NULL, *out = NULL;
+  const char *cmd = "trace record", *device = NULL, *mount = NULL, *out = NULL, *rules = NULL;
   uint64_t memlimit = 0, buffer = 0;
   double interval = 10, duration = 0;
   char why[512];
@@ -184,6 +194,8 @@ cmd_trace_record (int argc, char **argv)
     case 'h': fputs (record_usage, stdout); return 0;
     case 'd': device = optarg; break;
     case 'm': mount = optarg; break;
+    case 'r': rules = optarg; break;
+    case 'S': fputs (hc_labeler_default_rules (), stdout); return 0;
     case 'o': out = optarg; break;
     case 'b':
       if (parse_size (optarg, &buffer) < 0 || buffer < 4096 || buffer > ((uint64_t) 1 << 32))
@@ -207,6 +219,8 @@ cmd_trace_record (int argc, char **argv)
   }
   if (!device || !out)
     return cli_usage (cmd, "--device DEV and -o OUT are required (see --help)");
+  if (rules && !mount)
+    return cli_usage (cmd, "--rules labels files: it needs --mount DIR");
   if (memlimit && optind >= argc)
     return cli_usage (cmd, "--memory-limit needs a COMMAND to run in it");
   if (geteuid () != 0)
@@ -214,7 +228,7 @@ cmd_trace_record (int argc, char **argv)
 
   /* The labels' sources first: the layout now, the files' first snapshot. */
   hc_labeler *lab = NULL;
-  int rc = hc_labeler_new (device, mount, &lab, why, sizeof why);
+  int rc = hc_labeler_new (device, mount, rules, &lab, why, sizeof why);
   if (rc < 0) {
     if (mount)
       return cli_fail (cmd, "%s", why);

@@ -43,11 +43,12 @@ enum hc_extents_flag {
                                 allocation has placed it */
 };
 
-/* Reads the extents of open file fd that overlap [off, off+len) into *out
- * (zeroed first; free with hc_extent_list_free).  Extents are returned
- * whole, as the file system reports them.  Returns 0, -EOPNOTSUPP or
- * -ENOTTY (the file system does not report extents), -EINVAL (not a
- * regular file), -ENOMEM, or the errno of the ioctl. */
+/* Reads the extents of open file fd (a regular file, or a directory where
+ * the file system maps those too, as ext4 does) that overlap [off, off+len)
+ * into *out (zeroed first; free with hc_extent_list_free).  Extents are
+ * returned whole, as the file system reports them.  Returns 0, -EOPNOTSUPP
+ * or -ENOTTY (the file system does not report extents), -EINVAL (neither a
+ * regular file nor a directory), -ENOMEM, or the errno of the ioctl. */
 int hc_file_extents (int fd, uint64_t off, uint64_t len, unsigned flags,
                      struct hc_extent_list *out);
 

@@ -60,6 +60,9 @@ struct layout {
   /* A run of blocks being collected by an iterator callback. */
   blk64_t run_start, run_len;
   struct hc_hint run_hint;
+  /* hc_fsmap_scan_structures: each group structure, named (b is NULL). */
+  hc_fsmap_name_fn *name;
+  void *arg;
 };
 
 /* Registers libext2fs's error table with com_err, once. */
@@ -132,7 +135,7 @@ add_blocks (struct layout *l, blk64_t blk, blk64_t count, struct hc_hint hint)
   uint64_t bs = l->fs->blocksize, start, len;
   int rc;
 
-  if (l->rc < 0 || count == 0 || blk >= l->nblocks)
+  if (l->rc < 0 || count == 0 || blk >= l->nblocks || !l->b)
     return;
   if (count > l->nblocks - blk)
     count = l->nblocks - blk;
@@ -157,6 +160,24 @@ add_blocks (struct layout *l, blk64_t blk, blk64_t count, struct hc_hint hint)
 /* ---------------------------------------------------------------------------
  * Groups
  */
+/* Names blocks [blk, blk+count) "what(gG)" for hc_fsmap_scan_structures. */
+static void
+name_blocks (struct layout *l, blk64_t blk, blk64_t count, const char *what, dgrp_t g)
+{
+  char name[48];
+  int rc;
+
+  if (!l->name || l->rc < 0 || count == 0 || blk >= l->nblocks)
+    return;
+  if (count > l->nblocks - blk)
+    count = l->nblocks - blk;
+  snprintf (name, sizeof name, "%s(%sg%lu)", what,
+            strcmp (what, "superblock") ? "" : g ? "backup " : "primary ", (unsigned long) g);
+  if ((rc = l->name (l->arg, l->offset + (uint64_t) blk * l->fs->blocksize,
+                     (uint64_t) count * l->fs->blocksize, name)) < 0)
+    l->rc = rc;
+}
+
 static void
 scan_groups (struct layout *l)
 {
@@ -167,17 +188,39 @@ scan_groups (struct layout *l)
     blk_t used = 0;
 
     if (ext2fs_super_and_bgd_loc2 (fs, g, &super, &old_desc, &new_desc, &used) == 0 && used > 0) {
-      if (ext2fs_bg_has_super (fs, g))
+      bool has_super = ext2fs_bg_has_super (fs, g);
+      if (has_super)
         add_blocks (l, super, used, META);
       else if (new_desc)
         add_blocks (l, new_desc, used, META);
+      /* The names: a superblock block, then old-style descriptors and the
+       * reserved GDT blocks, or one meta_bg descriptor block. */
+      if (has_super)
+        name_blocks (l, super, 1, "superblock", g);
+      if (old_desc) {
+        blk64_t n = used - (has_super ? 1 : 0) - (new_desc ? 1 : 0);
+        blk64_t d = ext2fs_has_feature_meta_bg (fs->super) ? fs->super->s_first_meta_bg
+                                                            : fs->desc_blocks;
+        if (d > n)
+          d = n;
+        name_blocks (l, old_desc, d, "group_descriptors", g);
+        name_blocks (l, old_desc + d, n - d, "reserved_gdt", g);
+      }
+      if (new_desc)
+        name_blocks (l, new_desc, 1, "group_descriptors", g);
     }
-    if ((loc = ext2fs_block_bitmap_loc (fs, g)))
+    if ((loc = ext2fs_block_bitmap_loc (fs, g))) {
       add_blocks (l, loc, 1, META);
-    if ((loc = ext2fs_inode_bitmap_loc (fs, g)))
+      name_blocks (l, loc, 1, "block_bitmap", g);
+    }
+    if ((loc = ext2fs_inode_bitmap_loc (fs, g))) {
       add_blocks (l, loc, 1, META);
-    if ((loc = ext2fs_inode_table_loc (fs, g)))
+      name_blocks (l, loc, 1, "inode_bitmap", g);
+    }
+    if ((loc = ext2fs_inode_table_loc (fs, g))) {
       add_blocks (l, loc, fs->inode_blocks_per_group, META);
+      name_blocks (l, loc, fs->inode_blocks_per_group, "inode_table", g);
+    }
   }
   if (ext2fs_has_feature_mmp (fs->super) && fs->super->s_mmp_block)
     add_blocks (l, fs->super->s_mmp_block, 1, META);
@@ -436,4 +479,23 @@ hc_fsmap_scan_layout (const char *device, uint64_t offset, struct hc_fsmap_build
     rc = l.rc;
   ext2fs_close_free (&l.fs);
   return rc;
+}
+
+int
+hc_fsmap_scan_structures (const char *device, uint64_t offset, hc_fsmap_name_fn *name, void *arg,
+                          struct hc_fsmap_stats *st)
+{
+  struct layout l = { .st = st, .offset = offset, .name = name, .arg = arg };
+  int flags = EXT2_FLAG_64BITS | EXT2_FLAG_IGNORE_CSUM_ERRORS;
+  errcode_t e;
+
+#ifdef EXT2_FLAG_SKIP_MMP
+  flags |= EXT2_FLAG_SKIP_MMP;
+#endif
+  if ((e = ext2fs_open2 (device, NULL, flags, 0, 0, unix_io_manager, &l.fs)))
+    return fail (st, device, "opening", e);
+  l.nblocks = ext2fs_blocks_count (l.fs->super);
+  scan_groups (&l);
+  ext2fs_close_free (&l.fs);
+  return l.rc;
 }

@@ -211,9 +211,16 @@ struct hc_fsrule {
   char *pattern;      /* as written (malloc'd) */
   char **seg;         /* its components ("**" for any number); malloc'd */
   size_t nseg;
-  struct hc_hint hint;
+  struct hc_hint hint; /* hintd's rules: what the rule says */
+  unsigned value;     /* rules read with a value reader: what it read */
   unsigned line;      /* where it was read */
 };
+
+/* Reads the right-hand side of a rule that is not a hint (the recorder's
+ * label rules: "PATTERN LABEL"): the text after the pattern, trimmed and
+ * without its comment.  Returns 0 with *value set, or -EINVAL with err
+ * filled. */
+typedef int hc_fsrule_value_fn (const char *text, unsigned *value, struct hc_parse_error *err);
 
 /* A list of rules; the zero value is the empty list (matches nothing). */
 struct hc_fsrules {
@@ -234,6 +241,14 @@ int hc_fsrules_parse (const char *text, size_t len, struct hc_fsrules *out,
 /* Reads and parses a rules file (at most 1 MiB), as hc_fsrules_parse.
  * Returns 0, -EINVAL with err filled, or the negative errno of reading it. */
 int hc_fsrules_load_file (const char *path, struct hc_fsrules *out, struct hc_parse_error *err);
+
+/* As hc_fsrules_parse and hc_fsrules_load_file, with the right-hand side of
+ * each rule read by `value` into its `value` field instead of a hint (the
+ * same patterns, comments and errors). */
+int hc_fsrules_parse_as (const char *text, size_t len, hc_fsrule_value_fn *value,
+                         struct hc_fsrules *out, struct hc_parse_error *err);
+int hc_fsrules_load_file_as (const char *path, hc_fsrule_value_fn *value, struct hc_fsrules *out,
+                             struct hc_parse_error *err);
 
 /* Returns the index of the first rule matching `path` (relative to the
  * mount point; a leading '/' is ignored), or -1 if none does. */
@@ -328,6 +343,20 @@ struct hc_fsmap_opts {
  * device cannot be opened or is not ext2/3/4, …). */
 int hc_fsmap_scan_layout (const char *device, uint64_t offset, struct hc_fsmap_builder *b,
                           struct hc_fsmap_stats *st);
+
+/* Called by hc_fsmap_scan_structures with each named structure's device
+ * bytes; returns 0 or a negative errno (which ends the scan). */
+typedef int hc_fsmap_name_fn (void *arg, uint64_t start, uint64_t len, const char *name);
+
+/* Names the fixed structures of the ext2/3/4 file system on `device`, as the
+ * shared traces' objects do, calling name() with each one's bytes (shifted
+ * by `offset`), group by group: "superblock(primary g0)" or
+ * "superblock(backup gN)", "group_descriptors(gN)", "reserved_gdt(gN)",
+ * "block_bitmap(gN)", "inode_bitmap(gN)", "inode_table(gN)" (one call per
+ * table, wherever flex_bg placed it).  Returns 0, name()'s error, or a
+ * negative errno with st->why when the device cannot be read as ext2/3/4. */
+int hc_fsmap_scan_structures (const char *device, uint64_t offset, hc_fsmap_name_fn *name,
+                              void *arg, struct hc_fsmap_stats *st);
 
 /* Walks the tree under o->mount (not crossing into other file systems, not
  * following symbolic links) and adds, for each regular file the first

@@ -162,11 +162,34 @@ compile (struct hc_fsrule *r, struct hc_parse_error *err)
   return 0;
 }
 
-/* Parses one line (NUL-terminated, no newline) into r (zeroed by the
- * caller).  Returns 1 for a rule, 0 for a blank or comment line, -EINVAL
- * with err filled, or -ENOMEM. */
+/* Reads a rule's HINT (hintd's rules). */
 static int
-parse_line (char *line, struct hc_fsrule *r, struct hc_parse_error *err)
+parse_hint (const char *hint, struct hc_fsrule *r, struct hc_parse_error *err)
+{
+  if (hc_hint_parse (hint, &r->hint) < 0) {
+    hc_parse_fail (err, "'%.64s' is not a hint (a class and/or an advice: metadata, journal, "
+                   "transaction, background+dontneed …)", hint);
+    return -EINVAL;
+  }
+  if (r->hint.cls == HC_CLASS_UNCLASSIFIED && r->hint.advice == HC_ADVICE_NONE) {
+    hc_parse_fail (err, "'%.64s' names no class and no advice", hint);
+    return -EINVAL;
+  }
+  if (r->hint.flags) {
+    hc_parse_fail (err, "'%.64s' has flags: a range hint stores a class and an advice only",
+                   hint);
+    return -EINVAL;
+  }
+  return 0;
+}
+
+/* Parses one line (NUL-terminated, no newline) into r (zeroed by the
+ * caller), its right-hand side read by value (NULL: a hint).  Returns 1 for
+ * a rule, 0 for a blank or comment line, -EINVAL with err filled, or
+ * -ENOMEM. */
+static int
+parse_line (char *line, hc_fsrule_value_fn *value, struct hc_fsrule *r,
+            struct hc_parse_error *err)
 {
   char *p = line, *pat, *hint;
   size_t n = 0;
@@ -199,28 +222,26 @@ parse_line (char *line, struct hc_fsrule *r, struct hc_parse_error *err)
   if ((rc = compile (r, err)) < 0)
     return rc;
   if (!*hint) {
-    hc_parse_fail (err, "'%s': missing HINT after the pattern (PATTERN HINT)", r->pattern);
+    hc_parse_fail (err, "'%s': missing %s after the pattern (PATTERN %s)", r->pattern,
+                   value ? "VALUE" : "HINT", value ? "VALUE" : "HINT");
     return -EINVAL;
   }
-  if (hc_hint_parse (hint, &r->hint) < 0) {
-    hc_parse_fail (err, "'%.64s' is not a hint (a class and/or an advice: metadata, journal, "
-                   "transaction, background+dontneed …)", hint);
-    return -EINVAL;
-  }
-  if (r->hint.cls == HC_CLASS_UNCLASSIFIED && r->hint.advice == HC_ADVICE_NONE) {
-    hc_parse_fail (err, "'%.64s' names no class and no advice", hint);
-    return -EINVAL;
-  }
-  if (r->hint.flags) {
-    hc_parse_fail (err, "'%.64s' has flags: a range hint stores a class and an advice only",
-                   hint);
-    return -EINVAL;
-  }
-  return 1;
+  if (value)
+    rc = value (hint, &r->value, err);
+  else
+    rc = parse_hint (hint, r, err);
+  return rc < 0 ? rc : 1;
 }
 
 int
 hc_fsrules_parse (const char *text, size_t len, struct hc_fsrules *out, struct hc_parse_error *err)
+{
+  return hc_fsrules_parse_as (text, len, NULL, out, err);
+}
+
+int
+hc_fsrules_parse_as (const char *text, size_t len, hc_fsrule_value_fn *value,
+                     struct hc_fsrules *out, struct hc_parse_error *err)
 {
   struct hc_fsrules rs = { 0 };
   size_t pos = 0;
@@ -244,7 +265,7 @@ hc_fsrules_parse (const char *text, size_t len, struct hc_fsrules *out, struct h
     } else {
       if (n > 0 && line[n - 1] == '\r')
         line[n - 1] = '\0';
-      rc = parse_line (line, &r, err);
+      rc = parse_line (line, value, &r, err);
       free (line);
       if (rc == 1) {
         struct hc_fsrule *nr = realloc (rs.r, (rs.n + 1) * sizeof *nr);
@@ -276,6 +297,13 @@ hc_fsrules_parse (const char *text, size_t len, struct hc_fsrules *out, struct h
 int
 hc_fsrules_load_file (const char *path, struct hc_fsrules *out, struct hc_parse_error *err)
 {
+  return hc_fsrules_load_file_as (path, NULL, out, err);
+}
+
+int
+hc_fsrules_load_file_as (const char *path, hc_fsrule_value_fn *value, struct hc_fsrules *out,
+                         struct hc_parse_error *err)
+{
   char *text;
   size_t len;
   int rc;
@@ -284,7 +312,7 @@ hc_fsrules_load_file (const char *path, struct hc_fsrules *out, struct hc_parse_
     memset (err, 0, sizeof *err);
   if ((rc = hc_read_small_file (path, MAX_RULES_FILE, &text, &len)) < 0)
     return rc;
-  rc = hc_fsrules_parse (text, len, out, err);
+  rc = hc_fsrules_parse_as (text, len, value, out, err);
   free (text);
   return rc;
 }

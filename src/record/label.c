@@ -12,10 +12,13 @@
  *     keeps the path it had in that snapshot.  Extents still in delayed
  *     allocation have no place yet and are left out (a later snapshot has
  *     them).
- * A file's data is labelled by built-in path rules: write-ahead logs (a
- * pg_wal directory, names ending in -wal, .wal or -journal) are wal, backups
- * and temporary files (/backup, /backups, pgsql_tmp, /tmp) temp, anything
- * else other_file.  Bytes no snapshot and no layout claims are unknown.
+ * A file's data is labelled by path rules in hintd's rule language
+ * (src/fsmap/rules.c), "PATTERN LABEL": first the user's (--rules), then,
+ * inside a PostgreSQL data directory, what its catalog says (pgcat.c: table,
+ * index, toast, catalog, wal, temp), then the built-in rules below
+ * (write-ahead logs wal, backups and temporary files temp); a file none of
+ * them names is other_file.  Bytes no snapshot and no layout claims are
+ * unknown.
  *
  * A snapshot is an array of extents sorted by their place on the device,
  * and a table of paths; resolving is a binary search.
@@ -48,40 +51,123 @@ struct snapshot {
   size_t npaths, cappaths;
 };
 
+/* A named structure of the file system (inode_table(g3), …). */
+struct named {
+  uint64_t start, end;
+  char *name;
+};
+
 struct hc_labeler {
   char *mount;
   size_t mount_len;
+  struct hc_fsrules user, builtin;
+  hc_pgcat **pg;   /* PostgreSQL data directories found by the walks */
+  char **pgrel;    /* their paths relative to the mount ("" for the mount) */
+  size_t npg;
+  struct named *names; /* sorted by start, not overlapping */
+  size_t nnames, capnames;
   struct hc_fsmap layout;
   struct snapshot *s;
   size_t ns, caps;
 };
 
-/* The built-in label of a file's path (relative to the mount, with a
- * leading '/'). */
-static uint8_t
-path_label (const char *p)
-{
-  size_t n = strlen (p);
-  static const char *const wal_suffix[] = { "-wal", ".wal", "-journal" };
+static const char builtin_rules[] =
+  "# Built-in label rules of `hintcache trace record`: PATTERN LABEL, in the\n"
+  "# language of hintd's rules; the first that matches a file's path (relative\n"
+  "# to the mount point) labels its blocks; a file none matches is other_file.\n"
+  "# Rules given with --rules come first, then a PostgreSQL data directory's\n"
+  "# catalog (relations as table, index, toast or catalog), then these.\n"
+  "#\n"
+  "# Write-ahead and redo logs.\n"
+  "**/pg_wal/**            wal\n"
+  "**/pg_xlog/**           wal\n"
+  "**/ib_logfile*          wal\n"
+  "*-wal                   wal\n"
+  "*.wal                   wal\n"
+  "*-journal               wal\n"
+  "# Backups, dumps and temporary files: written once, not read back soon.\n"
+  "/backup/**              temp\n"
+  "/backups/**             temp\n"
+  "/tmp/**                 temp\n"
+  "**/pgsql_tmp/**         temp\n";
 
-  if (strstr (p, "/pg_wal/") || strstr (p, "/pg_xlog/"))
-    return HC_LABEL_WAL;
-  for (unsigned i = 0; i < 3; i++) {
-    size_t k = strlen (wal_suffix[i]);
-    if (n > k && strcmp (p + n - k, wal_suffix[i]) == 0)
-      return HC_LABEL_WAL;
+const char *
+hc_labeler_default_rules (void)
+{
+  return builtin_rules;
+}
+
+static int
+read_label (const char *text, unsigned *value, struct hc_parse_error *err)
+{
+  enum hc_trace_label lab;
+
+  if (hc_trace_label_parse (text, &lab) < 0 || lab == HC_LABEL_NONE) {
+    hc_parse_fail (err, "'%.64s' is not a label (fs_metadata, journal, wal, index, table, toast, "
+                   "catalog, other_file, temp, unknown)", text);
+    return -EINVAL;
   }
-  if (strncmp (p, "/backup/", 8) == 0 || strncmp (p, "/backups/", 9) == 0
-      || strncmp (p, "/tmp/", 5) == 0 || strstr (p, "/pgsql_tmp/"))
-    return HC_LABEL_TEMP;
+  *value = lab;
+  return 0;
+}
+
+/* The label of a file's path (relative to the mount, with a leading '/'),
+ * by the user's rules, a PostgreSQL catalog, the built-in rules. */
+static uint8_t
+path_label (const hc_labeler *l, const char *p)
+{
+  size_t len = strlen (p);
+  int i;
+  uint8_t lab;
+
+  if (len > 0 && p[len - 1] == '/')
+    return HC_LABEL_FS_METADATA; /* a directory's blocks */
+  if ((i = hc_fsrules_match (&l->user, p)) >= 0)
+    return (uint8_t) l->user.r[i].value;
+  for (size_t k = 0; k < l->npg; k++) {
+    size_t n = strlen (l->pgrel[k]);
+    if (strncmp (p, l->pgrel[k], n) == 0 && p[n] == '/' && hc_pgcat_label (l->pg[k], p + n + 1, &lab))
+      return lab;
+  }
+  if ((i = hc_fsrules_match (&l->builtin, p)) >= 0)
+    return (uint8_t) l->builtin.r[i].value;
   return HC_LABEL_OTHER_FILE;
 }
 
+static int
+add_name (void *arg, uint64_t start, uint64_t len, const char *name)
+{
+  hc_labeler *l = arg;
+
+  if (l->nnames == l->capnames) {
+    size_t cap = l->capnames ? 2 * l->capnames : 256;
+    struct named *v = realloc (l->names, cap * sizeof *v);
+    if (!v)
+      return -ENOMEM;
+    l->names = v;
+    l->capnames = cap;
+  }
+  if (!(l->names[l->nnames].name = strdup (name)))
+    return -ENOMEM;
+  l->names[l->nnames].start = start;
+  l->names[l->nnames++].end = start + len;
+  return 0;
+}
+
+static int
+by_name_start (const void *a, const void *b)
+{
+  const struct named *x = a, *y = b;
+  return x->start < y->start ? -1 : x->start > y->start;
+}
+
 int
-hc_labeler_new (const char *device, const char *mount, hc_labeler **out, char *why, size_t whylen)
+hc_labeler_new (const char *device, const char *mount, const char *rules, hc_labeler **out,
+                char *why, size_t whylen)
 {
   struct hc_fsmap_builder b = { 0 };
   struct hc_fsmap_stats st = { 0 };
+  struct hc_parse_error perr;
   struct hc_sb sb;
   hc_labeler *l;
   int rc;
@@ -90,19 +176,32 @@ hc_labeler_new (const char *device, const char *mount, hc_labeler **out, char *w
   *out = NULL;
   if (!(l = calloc (1, sizeof *l)))
     return -ENOMEM;
+  rc = hc_fsrules_parse_as (builtin_rules, sizeof builtin_rules - 1, read_label, &l->builtin,
+                            NULL);
+  if (rc == 0 && rules && (rc = hc_fsrules_load_file_as (rules, read_label, &l->user, &perr)) < 0)
+    hc_sb_printf (&sb, "%s%s%.0u: %s", rules, perr.line ? ", line " : "", perr.line,
+                  rc == -EINVAL ? perr.msg : strerror (-rc));
+  if (rc < 0) {
+    hc_labeler_free (l);
+    return rc;
+  }
   if (mount) {
     if (!(l->mount = realpath (mount, NULL))) {
       rc = -errno;
       hc_sb_printf (&sb, "%s: %s", mount, strerror (-rc));
-      free (l);
+      hc_labeler_free (l);
       return rc;
     }
     l->mount_len = strlen (l->mount);
+    if (l->mount_len == 1)
+      l->mount_len = 0; /* "/": paths under it keep their '/' */
   }
   rc = hc_fsmap_scan_layout (device, 0, &b, &st);
   if (rc == 0)
     rc = hc_fsmap_build (&b, &l->layout);
   hc_fsmap_builder_free (&b);
+  if (rc == 0)
+    rc = hc_fsmap_scan_structures (device, 0, add_name, l, &st);
   if (rc < 0) {
     hc_sb_printf (&sb, "the layout of %s: %s", device, st.why[0] ? st.why : strerror (-rc));
     hc_fsmap_stats_free (&st);
@@ -110,6 +209,7 @@ hc_labeler_new (const char *device, const char *mount, hc_labeler **out, char *w
     return rc;
   }
   hc_fsmap_stats_free (&st);
+  qsort (l->names, l->nnames, sizeof *l->names, by_name_start);
   *out = l;
   return 0;
 }
@@ -138,7 +238,7 @@ add_path (struct snapshot *s, const char *path, uint32_t *id)
   }
   if (!(s->paths[s->npaths] = strdup (path)))
     return -ENOMEM;
-  s->labels[s->npaths] = path_label (path);
+  s->labels[s->npaths] = HC_LABEL_OTHER_FILE; /* set after the walk */
   *id = (uint32_t) s->npaths++;
   return 0;
 }
@@ -158,16 +258,56 @@ add_extent (struct snapshot *s, uint64_t start, uint64_t len, uint32_t path)
   return 0;
 }
 
-/* Each regular file: its extents, under its path relative to the mount. */
+/* A PostgreSQL data directory at `dir` (absolute): noted once. */
+static int
+note_pgdata (hc_labeler *l, const char *dir)
+{
+  char base[4096];
+  struct stat st;
+  hc_pgcat *c;
+  int rc;
+
+  if (snprintf (base, sizeof base, "%s/base", dir) >= (int) sizeof base || stat (base, &st) < 0
+      || !S_ISDIR (st.st_mode))
+    return 0;
+  for (size_t i = 0; i < l->npg; i++)
+    if (strcmp (hc_pgcat_datadir (l->pg[i]), dir) == 0)
+      return 0;
+  hc_pgcat **pg = realloc (l->pg, (l->npg + 1) * sizeof *pg);
+  char **rel = pg ? realloc (l->pgrel, (l->npg + 1) * sizeof *rel) : NULL;
+  if (pg)
+    l->pg = pg;
+  if (rel)
+    l->pgrel = rel;
+  if (!pg || !rel)
+    return -ENOMEM;
+  if ((rc = hc_pgcat_new (dir, &c)) < 0)
+    return rc;
+  if (!(l->pgrel[l->npg] = strdup (dir + l->mount_len))) {
+    hc_pgcat_free (c);
+    return -ENOMEM;
+  }
+  l->pg[l->npg++] = c;
+  return 0;
+}
+
+/* Each regular file and directory: its extents, under its path relative to
+ * the mount (a directory's ending in '/'). */
 static int
 visit (const char *fpath, const struct stat *sb, int type, struct FTW *ftw)
 {
   struct hc_extent_list el = { 0 };
+  char path[4096];
   uint32_t id;
   int fd, rc;
 
-  (void) ftw;
-  if (type != FTW_F || !S_ISREG (sb->st_mode) || sb->st_size == 0)
+  if (type == FTW_F && strcmp (fpath + ftw->base, "PG_VERSION") == 0 && ftw->base > 1) {
+    snprintf (path, sizeof path, "%.*s", ftw->base - 1, fpath);
+    if ((rc = note_pgdata (walk.l, path)) < 0)
+      goto fail;
+  }
+  bool dir = type == FTW_D && S_ISDIR (sb->st_mode);
+  if (!dir && (type != FTW_F || !S_ISREG (sb->st_mode) || sb->st_size == 0))
     return 0;
   if ((fd = open (fpath, O_RDONLY | O_CLOEXEC | O_NOATIME)) < 0
       && (fd = open (fpath, O_RDONLY | O_CLOEXEC)) < 0)
@@ -179,11 +319,15 @@ visit (const char *fpath, const struct stat *sb, int type, struct FTW *ftw)
     return 0;
   }
   const char *rel = fpath + walk.l->mount_len;
-  if ((rc = add_path (walk.s, *rel ? rel : "/", &id)) < 0)
+  if (snprintf (path, sizeof path, "%s%s", *rel ? rel : "/",
+                dir && *rel && rel[1] ? "/" : "") >= (int) sizeof path)
+    goto skip;
+  if ((rc = add_path (walk.s, path, &id)) < 0)
     goto fail;
   for (size_t i = 0; i < el.n; i++)
     if ((rc = add_extent (walk.s, el.e[i].physical, el.e[i].length, id)) < 0)
       goto fail;
+skip:
   hc_extent_list_free (&el);
   return 0;
 fail:
@@ -229,6 +373,12 @@ hc_labeler_snapshot (hc_labeler *l)
     snapshot_free (&s);
     return rc;
   }
+  /* The catalogs as they are now (a server that does not answer leaves
+   * the last answer), then every path's label. */
+  for (size_t i = 0; i < l->npg; i++)
+    hc_pgcat_refresh (l->pg[i]);
+  for (size_t i = 0; i < s.npaths; i++)
+    s.labels[i] = path_label (l, s.paths[i]);
   qsort (s.e, s.n, sizeof *s.e, by_start);
   if (l->ns == l->caps) {
     size_t cap = l->caps ? 2 * l->caps : 8;
@@ -296,6 +446,21 @@ hc_labeler_resolve (const hc_labeler *l, uint64_t ts_ns, uint64_t off, uint64_t 
       }
     }
   }
+  /* The layout: a named structure (by binary search), else what the
+   * layout scan classed (directories and extent trees no snapshot saw). */
+  size_t lo = 0, hi = l->nnames;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (l->names[mid].start < off + (len ? len : 1))
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  if (lo > 0 && l->names[lo - 1].end > off) {
+    *label = HC_LABEL_FS_METADATA;
+    *object = l->names[lo - 1].name;
+    return;
+  }
   for (uint64_t at = off; at < off + (len ? len : 1); at += 4096) {
     struct hc_hint h = hc_fsmap_lookup (&l->layout, at);
     if (h.cls == HC_CLASS_METADATA) {
@@ -320,6 +485,17 @@ hc_labeler_free (hc_labeler *l)
     snapshot_free (&l->s[i]);
   free (l->s);
   hc_fsmap_free (&l->layout);
+  for (size_t i = 0; i < l->npg; i++) {
+    hc_pgcat_free (l->pg[i]);
+    free (l->pgrel[i]);
+  }
+  free (l->pg);
+  free (l->pgrel);
+  for (size_t i = 0; i < l->nnames; i++)
+    free (l->names[i].name);
+  free (l->names);
+  hc_fsrules_free (&l->user);
+  hc_fsrules_free (&l->builtin);
   free (l->mount);
   free (l);
 }

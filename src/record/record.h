@@ -1,6 +1,6 @@
 /* Recording a block device's requests, as `hintcache trace record` does.
  *
- * Two parts, one file each:
+ * Three parts, one file each:
  *   - tracefs.c: a private tracefs instance with the kernel's block_rq_issue
  *     and block_rq_complete events filtered to one device, its trace_pipe
  *     read by a thread while the workload runs, each issue paired with its
@@ -11,7 +11,9 @@
  *     of a mounted tree taken during the run (a block's owner can change:
  *     each request is resolved by the snapshot nearest in time) — as a
  *     label of the shared traces' CSV and an object (a path or a
- *     structure), with path rules giving labels.
+ *     structure), with path rules giving labels;
+ *   - pgcat.c: a PostgreSQL data directory's files by what they hold
+ *     (table, index, toast, catalog), from the running server's catalog.
  * Internal to the tool; functions return 0 or a negative errno, never
  * print or exit.
  */
@@ -89,28 +91,68 @@ void hc_rec_free (hc_rec *r);
 
 typedef struct hc_labeler hc_labeler;
 
-/* Creates a labeler for the file system on `device` mounted at `mount`
- * (NULL: no files, only the layout), reading its layout now.  Returns 0 or
- * a negative errno (`why` says). */
-int hc_labeler_new (const char *device, const char *mount, hc_labeler **out, char *why,
-                    size_t whylen);
+/* The built-in label rules, as rule text with comments ("PATTERN LABEL",
+ * hintd's rule language). */
+const char *hc_labeler_default_rules (void);
 
-/* Takes a FIEMAP snapshot of every regular file under the mount, stamped
- * with the current CLOCK_MONOTONIC time.  Returns 0 or a negative errno. */
+/* Creates a labeler for the file system on `device` mounted at `mount`
+ * (NULL: no files, only the layout), reading its layout now, with the
+ * label rules of the file `rules` (NULL: none) before the built-in ones.
+ * Returns 0 or a negative errno (`why` says; -EINVAL for a bad rule, with
+ * its line). */
+int hc_labeler_new (const char *device, const char *mount, const char *rules, hc_labeler **out,
+                    char *why, size_t whylen);
+
+/* Takes a FIEMAP snapshot of every regular file and directory under the
+ * mount, stamped with the current CLOCK_MONOTONIC time, and asks the
+ * catalog of each PostgreSQL data directory found so far what its files
+ * hold (pgcat.c).  Returns 0 or a negative errno. */
 int hc_labeler_snapshot (hc_labeler *l);
 
 /* Number of snapshots taken, and files in the last one. */
 size_t hc_labeler_snapshots (const hc_labeler *l, size_t *files);
 
 /* The label and object of the bytes [off, off+len) of the device at time
- * ts_ns: a file's by the snapshot nearest in time that has an owner for
- * them (labelled by the built-in path rules), else the layout's
- * (fs_metadata, journal), else unknown with no object.  *object stays
+ * ts_ns: a file's or directory's by the snapshot nearest in time that has
+ * an owner for them (a file labelled by the rules, a directory
+ * fs_metadata with its path ending in '/'), else the layout's (fs_metadata
+ * with the structure's name, such as "inode_table(g3)", or "<metadata>"
+ * for extent-tree blocks; journal "<journal>"), else unknown with no
+ * object.  *object stays
  * valid until hc_labeler_free. */
 void hc_labeler_resolve (const hc_labeler *l, uint64_t ts_ns, uint64_t off, uint64_t len,
                          uint8_t *label, const char **object);
 
 /* Frees a labeler (NULL allowed). */
 void hc_labeler_free (hc_labeler *l);
+
+/* ---------------------------------------------------------------------------
+ * PostgreSQL relations by kind (pgcat.c)
+ */
+
+typedef struct hc_pgcat hc_pgcat;
+
+/* A catalog for the data directory `datadir` (absolute), empty until the
+ * first refresh.  Returns 0 or -ENOMEM. */
+int hc_pgcat_new (const char *datadir, hc_pgcat **out);
+
+/* The data directory, and whether a refresh has succeeded. */
+const char *hc_pgcat_datadir (const hc_pgcat *c);
+bool hc_pgcat_known (const hc_pgcat *c);
+
+/* Asks the server running on the data directory (postmaster.pid), through
+ * psql as the directory's owner, for every database's relations: file
+ * number, kind and namespace.  Returns 0 (the answer replaces the last),
+ * -ENOENT (no server running), or another negative errno (the last answer
+ * stays). */
+int hc_pgcat_refresh (hc_pgcat *c);
+
+/* The label of a path inside the data directory (`rel`, relative to it,
+ * without a leading '/'): 1 with *label set, or 0 when the path is not one
+ * PostgreSQL's layout names. */
+int hc_pgcat_label (const hc_pgcat *c, const char *rel, uint8_t *label);
+
+/* Frees a catalog (NULL allowed). */
+void hc_pgcat_free (hc_pgcat *c);
 
 #endif /* HC_RECORD_H */
