@@ -63,6 +63,21 @@ path_of (const struct hc_fsrule *r, char *buf, size_t len)
   return o + 2 < len;
 }
 
+/* A value reader that takes any text (as the recorder's label rules read
+ * a label): checks it is what a rule's right-hand side must be, non-empty
+ * and trimmed, and keeps its length. */
+static int
+any_value (const char *text, unsigned *value, struct hc_parse_error *err)
+{
+  size_t n = strlen (text);
+  (void) err;
+  FUZZ_CHECK (n > 0 && text[0] != ' ' && text[0] != '\t' && text[n - 1] != ' '
+                  && text[n - 1] != '\t',
+              "a value reader was given '%s'", text);
+  *value = (unsigned) n;
+  return 0;
+}
+
 int LLVMFuzzerTestOneInput (const uint8_t *data, size_t size);
 
 int
@@ -91,6 +106,17 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
   }
   hc_fsrules_free (&keep);
   FUZZ_CHECK (hc_fsrules_parse (text, size, &rs, &err) == 0, "the same text failed");
+
+  /* Read with a value reader instead of hints: the same rules. */
+  struct hc_fsrules vs = { 0 };
+  FUZZ_CHECK (hc_fsrules_parse_as (text, size, any_value, &vs, &err) == 0,
+              "read with values, line %u failed: %s", err.line, err.msg);
+  FUZZ_CHECK (vs.n == rs.n, "%zu rules with values, %zu with hints", vs.n, rs.n);
+  for (size_t i = 0; i < rs.n; i++)
+    FUZZ_CHECK (strcmp (vs.r[i].pattern, rs.r[i].pattern) == 0 && vs.r[i].line == rs.r[i].line
+                    && vs.r[i].value > 0,
+                "rule %zu read with a value: '%s' at line %u", i, vs.r[i].pattern, vs.r[i].line);
+  hc_fsrules_free (&vs);
 
   for (size_t i = 0; i < rs.n; i++) {
     const struct hc_fsrule *r = &rs.r[i];
