@@ -23,7 +23,7 @@ set -eu
 hc=$1
 . "$(dirname "$0")/functions.sh"
 [ "$(id -u)" = 0 ] || skip "needs root (tracefs, loop devices, mount)"
-for t in losetup mkfs.ext4 debugfs dumpe2fs jq; do requires $t; done
+for t in losetup mkfs.ext4 debugfs dumpe2fs jq sqlite3; do requires $t; done
 modprobe loop 2>/dev/null || true
 losetup -f >/dev/null 2>&1 || skip "no free loop device"
 [ -d /sys/kernel/tracing/events/block ] || mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null || true
@@ -40,6 +40,9 @@ mkdir -p "$mnt/data" "$mnt/backup"
 head -c 24M /dev/urandom > "$mnt/data/big.bin"
 head -c 3M /dev/urandom > "$mnt/data/db-wal"
 for i in $(seq 1 20); do head -c $((i * 5000)) /dev/urandom > "$mnt/data/small$i"; done
+sqlite3 "$mnt/data/s.db" "PRAGMA page_size=4096; CREATE TABLE t(a INTEGER PRIMARY KEY, b TEXT);
+  CREATE INDEX tb ON t(b); INSERT INTO t SELECT value, hex(randomblob(200 + value % 3000))
+  FROM generate_series(1, 3000);"
 sync
 echo 3 > /proc/sys/vm/drop_caches
 
@@ -56,6 +59,7 @@ expect_status 0 "$hc" trace record --device "$dev" --mount "$mnt" --memory-limit
     cat '$mnt'/data/* > /dev/null
     cp '$mnt/data/big.bin' '$mnt/backup/'
     sync"
+contains "$out" "1 SQLite database mapped by page" "the summary"
 contains "$out" "lost events 0" "the summary"
 expect_status 0 "$hc" trace stats "$tmp/t.csv.gz" --strict --json
 st=$out
@@ -69,13 +73,27 @@ for f in data/big.bin data/db-wal backup/big.bin $(cd "$mnt" && ls data/small*);
   debugfs -R "blocks /$f" "$dev" 2>/dev/null | tr ' ' '\n' | grep -E '^[0-9]+$' \
     | sed "s|\$| /$f|" >> "$tmp/truth"
 done
+# The database's pages by kind (page n is its n-th block: no holes).
+debugfs -R "blocks /data/s.db" "$dev" 2>/dev/null | tr ' ' '\n' | grep -E '^[0-9]+$' > "$tmp/dbblocks"
+sqlite3 -readonly "$mnt/data/s.db" "SELECT d.pageno, d.pagetype, coalesce(s.type, d.name)
+  FROM dbstat d LEFT JOIN sqlite_schema s ON s.name = d.name" > "$tmp/dbpages"
 for d in / /data/ /backup/; do
   debugfs -R "blocks $d" "$dev" 2>/dev/null | tr ' ' '\n' | grep -E '^[0-9]+$' \
     | sed "s|\$| $d|" >> "$tmp/dirs"
 done
 dumpe2fs "$dev" 2>/dev/null > "$tmp/dumpe2fs"
-python3 - "$tmp/rows" "$tmp/truth" "$tmp/dirs" "$tmp/dumpe2fs" <<'PY' || fail "labels differ from the ground truth"
-import csv, re, sys
+python3 - "$tmp/rows" "$tmp/truth" "$tmp/dirs" "$tmp/dumpe2fs" "$tmp/dbblocks" "$tmp/dbpages" <<'PY' \
+  || fail "labels differ from the ground truth"
+import collections, csv, re, sys
+# The SQLite database's blocks by page kind.
+dbblock = [int(b) for b in open(sys.argv[5])]
+kind = {}
+for line in open(sys.argv[6]):
+    page, ptype, what = line.strip().split("|")
+    page = int(page)
+    kind[dbblock[page - 1]] = ("catalog" if page == 1 else "toast" if ptype == "overflow"
+                               else what if what in ("index", "table") else "catalog")
+dbkinds = collections.Counter()
 owner = {}
 for line in open(sys.argv[2]):
     b, f = line.split()
@@ -116,7 +134,12 @@ for row in csv.reader(open(sys.argv[1])):
     if op not in "RW" or ln == 0:
         continue
     blocks = range(off // 4096, (off + ln - 1) // 4096 + 1)
-    if obj in files:
+    if obj == "/data/s.db":
+        votes = collections.Counter(kind[b] for b in blocks if b in kind)
+        dbkinds[label] += 1
+        if not votes or votes[label] != max(votes.values()):
+            bad.append(f"{op} {off}+{ln} of s.db labelled {label}; its pages are {dict(votes)}")
+    elif obj in files:
         checked += 1
         want = ("wal" if obj.endswith("-wal") else "temp" if obj.startswith("/backup/")
                 else "table" if re.fullmatch(r"/data/small2\d*", obj) else "other_file")
@@ -141,6 +164,8 @@ for row in csv.reader(open(sys.argv[1])):
         cat_reads += 1
         if obj not in files:
             bad.append(f"cat's read {off}+{ln} of {owner.get(blocks[0])} labelled {label} {obj!r}")
+if dbkinds["index"] < 1 or dbkinds["table"] < 1 or dbkinds["toast"] < 1:
+    bad.append(f"the database's requests by kind: {dict(dbkinds)}")
 if checked < 10 or cat_reads < 5 or named < 1 or dirs < 1:
     bad.append(f"only {checked} file requests, {cat_reads} cat reads, {named} structures, "
                f"{dirs} directories")
@@ -148,7 +173,7 @@ if bad:
     print("\n".join(bad[:10]), file=sys.stderr)
     sys.exit(1)
 print(f"{checked} file requests checked block by block, {cat_reads} reads by cat, "
-      f"{named} structure and {dirs} directory requests")
+      f"{named} structure and {dirs} directory requests, SQLite pages {dict(dbkinds)}")
 PY
 grep -q ',journal,<journal>$' "$tmp/rows" || fail "no journal request (the sync commits)"
 

@@ -319,6 +319,9 @@ cmd_trace_record (int argc, char **argv)
   rc = hc_rec_stop (rec);
   if (cg[0])
     rmdir (cg);
+  /* SQLite databases by page kind: read now, outside the recording. */
+  if (lab && mount && hc_labeler_finish (lab) < 0)
+    fprintf (stderr, "hintcache trace record: out of memory mapping SQLite databases\n");
 
   size_t n;
   const struct hc_rec_req *q = hc_rec_reqs (rec, &n);
@@ -359,14 +362,18 @@ cmd_trace_record (int argc, char **argv)
   int crc = hc_trace_writer_close (w);
   uint64_t lost = hc_rec_lost (rec), unmatched = hc_rec_unmatched (rec);
   size_t snaps = lab ? hc_labeler_snapshots (lab, NULL) : 0;
+  size_t dbs = lab ? hc_labeler_databases (lab) : 0;
   hc_rec_free (rec);
   hc_labeler_free (lab);
 
   printf ("recorded %s for %.1f s: %zu requests (R %" PRIu64 ", W %" PRIu64 ", D %" PRIu64
           ", F %" PRIu64 "), %.1f MiB read, %.1f MiB written; footprint %zu blocks of 4 KiB "
-          "(%.2f GiB); %zu snapshots\n", device, (mono_ns () - t0) / 1e9, n, ops[0], ops[1],
+          "(%.2f GiB); %zu snapshots", device, (mono_ns () - t0) / 1e9, n, ops[0], ops[1],
           ops[2], ops[3], bytes[0] / 1048576.0, bytes[1] / 1048576.0, (size_t) fp.n,
           fp.n * 4096.0 / (1u << 30), snaps);
+  if (dbs)
+    printf (", %zu SQLite database%s mapped by page", dbs, dbs == 1 ? "" : "s");
+  printf ("\n");
   print_tally ("labels", labels, nlabels, n, HC_LABEL_COUNT);
   print_tally ("comms", comms, ncomms, n, 8);
   print_tally ("ioprio", prios, nprios, n, 4);

@@ -17,7 +17,9 @@
  * inside a PostgreSQL data directory, what its catalog says (pgcat.c: table,
  * index, toast, catalog, wal, temp), then the built-in rules below
  * (write-ahead logs wal, backups and temporary files temp); a file none of
- * them names is other_file.  Bytes no snapshot and no layout claims are
+ * them names is other_file.  A SQLite database's pages are labelled by
+ * kind from its dbstat table after the run (hc_labeler_finish), as the
+ * shared kv trace was.  Bytes no snapshot and no layout claims are
  * unknown.
  *
  * A snapshot is an array of extents sorted by their place on the device,
@@ -39,7 +41,16 @@
 
 struct extent {
   uint64_t start, end; /* device bytes */
+  uint64_t logical;    /* the file offset at start */
   uint32_t path;       /* index in the snapshot's paths */
+};
+
+/* A SQLite database's pages by kind, from its dbstat table after the run. */
+struct pagemap {
+  char *path;          /* relative to the mount, as in the snapshots */
+  uint32_t page_size;
+  uint8_t *label;      /* per page (page n at index n-1); 0: not known */
+  size_t npages;
 };
 
 struct snapshot {
@@ -66,6 +77,8 @@ struct hc_labeler {
   size_t npg;
   struct named *names; /* sorted by start, not overlapping */
   size_t nnames, capnames;
+  struct pagemap *pm;  /* SQLite databases (hc_labeler_finish) */
+  size_t npm;
   struct hc_fsmap layout;
   struct snapshot *s;
   size_t ns, caps;
@@ -244,7 +257,7 @@ add_path (struct snapshot *s, const char *path, uint32_t *id)
 }
 
 static int
-add_extent (struct snapshot *s, uint64_t start, uint64_t len, uint32_t path)
+add_extent (struct snapshot *s, uint64_t start, uint64_t len, uint64_t logical, uint32_t path)
 {
   if (s->n == s->cap) {
     size_t cap = s->cap ? 2 * s->cap : 1024;
@@ -254,7 +267,7 @@ add_extent (struct snapshot *s, uint64_t start, uint64_t len, uint32_t path)
     s->e = e;
     s->cap = cap;
   }
-  s->e[s->n++] = (struct extent) { start, start + len, path };
+  s->e[s->n++] = (struct extent) { start, start + len, logical, path };
   return 0;
 }
 
@@ -325,7 +338,7 @@ visit (const char *fpath, const struct stat *sb, int type, struct FTW *ftw)
   if ((rc = add_path (walk.s, path, &id)) < 0)
     goto fail;
   for (size_t i = 0; i < el.n; i++)
-    if ((rc = add_extent (walk.s, el.e[i].physical, el.e[i].length, id)) < 0)
+    if ((rc = add_extent (walk.s, el.e[i].physical, el.e[i].length, el.e[i].logical, id)) < 0)
       goto fail;
 skip:
   hc_extent_list_free (&el);
@@ -402,8 +415,8 @@ hc_labeler_snapshots (const hc_labeler *l, size_t *files)
   return l->ns;
 }
 
-/* The file whose extent holds a byte of [off, off+len) in snapshot s, as
- * its path index, or -1: the last extent that starts before the end. */
+/* The extent of a file that holds a byte of [off, off+len) in snapshot s,
+ * as its index, or -1: the last extent that starts before the end. */
 static long
 owner (const struct snapshot *s, uint64_t off, uint64_t len)
 {
@@ -416,7 +429,146 @@ owner (const struct snapshot *s, uint64_t off, uint64_t len)
     else
       hi = mid;
   }
-  return lo > 0 && s->e[lo - 1].end > off ? (long) s->e[lo - 1].path : -1;
+  return lo > 0 && s->e[lo - 1].end > off ? (long) lo - 1 : -1;
+}
+
+/* A SQLite database's bytes: the kind most of the request's pages have in
+ * the page map, if one was made for the file and knows them. */
+static void
+page_label (const hc_labeler *l, const struct extent *e, uint64_t off, uint64_t len,
+            const char *path, uint8_t *label)
+{
+  const struct pagemap *pm = NULL;
+  unsigned votes[HC_LABEL_COUNT] = { 0 }, best = 0;
+
+  for (size_t i = 0; i < l->npm && !pm; i++)
+    if (strcmp (l->pm[i].path, path) == 0)
+      pm = &l->pm[i];
+  if (!pm)
+    return;
+  uint64_t a = off > e->start ? off : e->start, b = off + len < e->end ? off + len : e->end;
+  for (uint64_t at = a; at < b;) {
+    uint64_t page = (e->logical + (at - e->start)) / pm->page_size;
+    if (page < pm->npages && pm->label[page] && pm->label[page] < HC_LABEL_COUNT)
+      votes[pm->label[page]]++;
+    at = e->start + (page + 1) * pm->page_size - e->logical;
+  }
+  for (unsigned k = 1; k < HC_LABEL_COUNT; k++)
+    if (votes[k] > votes[best])
+      best = k;
+  if (best)
+    *label = (uint8_t) best;
+}
+
+/* Is the file a SQLite database?  Only files named as databases usually are
+ * (*.db, *.sqlite, *.sqlite3, *.db3) are opened to look, so that labelling
+ * does not read every file of the tree. */
+static bool
+is_sqlite (const char *abs)
+{
+  static const char *const ext[] = { ".db", ".sqlite", ".sqlite3", ".db3" };
+  const char *dot = strrchr (abs, '.');
+  char head[16];
+  bool named = false;
+  int fd;
+
+  for (unsigned i = 0; dot && i < sizeof ext / sizeof *ext; i++)
+    named |= strcmp (dot, ext[i]) == 0;
+  if (!named || (fd = open (abs, O_RDONLY | O_CLOEXEC | O_NOATIME)) < 0)
+    return false;
+  bool yes = pread (fd, head, sizeof head, 0) == (ssize_t) sizeof head
+             && memcmp (head, "SQLite format 3", 16) == 0;
+  close (fd);
+  return yes;
+}
+
+/* Maps one database's pages with the sqlite3 shell's dbstat table. */
+static int
+map_pages (const char *abs, struct pagemap *pm)
+{
+  char uri[4200], *text = NULL, *save = NULL;
+  char *argv[] = { "sqlite3", "-readonly", "-batch", "-noheader", "-list", uri,
+                   "PRAGMA page_size; SELECT d.pageno, d.pagetype, coalesce(s.type, d.name) "
+                   "FROM dbstat d LEFT JOIN sqlite_schema s ON s.name = d.name",
+                   NULL };
+  int rc;
+
+  if (snprintf (uri, sizeof uri, "%s", abs) >= (int) sizeof uri)
+    return -ENAMETOOLONG;
+  if ((rc = hc_rec_capture (argv, &text)) < 0)
+    return rc;
+  char *line = strtok_r (text, "\n", &save);
+  unsigned long long ps;
+  if (!line || hc_parse_number (line, &ps) < 0 || ps < 512 || ps > 65536) {
+    free (text);
+    return -EIO;
+  }
+  pm->page_size = (uint32_t) ps;
+  while ((line = strtok_r (NULL, "\n", &save))) {
+    char *f[3], *s2 = NULL;
+    unsigned long long page;
+    int k = 0;
+    for (char *x = strtok_r (line, "|", &s2); x && k < 3; x = strtok_r (NULL, "|", &s2))
+      f[k++] = x;
+    if (k < 3 || hc_parse_number (f[0], &page) < 0 || page == 0 || page > (1ull << 32))
+      continue;
+    if (page > pm->npages) {
+      size_t n = pm->npages ? pm->npages : 1024;
+      while (n < page)
+        n *= 2;
+      uint8_t *v = realloc (pm->label, n);
+      if (!v) {
+        free (text);
+        return -ENOMEM;
+      }
+      memset (v + pm->npages, 0, n - pm->npages);
+      pm->label = v;
+      pm->npages = n;
+    }
+    pm->label[page - 1] = strcmp (f[1], "overflow") == 0 ? HC_LABEL_TOAST
+                          : strcmp (f[2], "index") == 0  ? HC_LABEL_INDEX
+                          : strcmp (f[2], "table") == 0  ? HC_LABEL_TABLE
+                                                         : HC_LABEL_CATALOG;
+  }
+  free (text);
+  /* Page 1 holds the schema and the header, whatever dbstat said. */
+  if (pm->npages)
+    pm->label[0] = HC_LABEL_CATALOG;
+  return 0;
+}
+
+int
+hc_labeler_finish (hc_labeler *l)
+{
+  const struct snapshot *s = l->ns ? &l->s[l->ns - 1] : NULL;
+  char abs[4096];
+
+  for (size_t i = 0; s && i < s->npaths; i++) {
+    const char *p = s->paths[i];
+    if (snprintf (abs, sizeof abs, "%s%s", l->mount_len ? l->mount : "", p) >= (int) sizeof abs
+        || !is_sqlite (abs))
+      continue;
+    struct pagemap pm = { 0 };
+    if (map_pages (abs, &pm) < 0 || !(pm.path = strdup (p))) {
+      free (pm.label);
+      continue; /* not readable now: its pages keep the file's label */
+    }
+    struct pagemap *v = realloc (l->pm, (l->npm + 1) * sizeof *v);
+    if (!v) {
+      free (pm.label);
+      free (pm.path);
+      return -ENOMEM;
+    }
+    l->pm = v;
+    l->pm[l->npm++] = pm;
+  }
+  return 0;
+}
+
+size_t
+hc_labeler_databases (const hc_labeler *l)
+{
+  return l->npm;
 }
 
 void
@@ -438,10 +590,12 @@ hc_labeler_resolve (const hc_labeler *l, uint64_t ts_ns, uint64_t off, uint64_t 
         s = &l->s[a++];
       else
         s = &l->s[--b];
-      long p = owner (s, off, len);
-      if (p >= 0) {
-        *label = s->labels[p];
-        *object = s->paths[p];
+      long x = owner (s, off, len);
+      if (x >= 0) {
+        const struct extent *e = &s->e[x];
+        *label = s->labels[e->path];
+        *object = s->paths[e->path];
+        page_label (l, e, off, len, *object, label);
         return;
       }
     }
@@ -494,6 +648,11 @@ hc_labeler_free (hc_labeler *l)
   for (size_t i = 0; i < l->nnames; i++)
     free (l->names[i].name);
   free (l->names);
+  for (size_t i = 0; i < l->npm; i++) {
+    free (l->pm[i].path);
+    free (l->pm[i].label);
+  }
+  free (l->pm);
   hc_fsrules_free (&l->user);
   hc_fsrules_free (&l->builtin);
   free (l->mount);

@@ -77,10 +77,8 @@ hc_pgcat_known (const hc_pgcat *c)
   return c->known;
 }
 
-/* Runs argv and reads its standard output into *text (NUL-terminated, at most 64 MiB).
- * Returns 0 when it exited 0, else a negative errno. */
-static int
-capture (char *const argv[], char **text)
+int
+hc_rec_capture (char *const argv[], char **text)
 {
   posix_spawn_file_actions_t fa;
   int p[2], rc, status;
@@ -145,7 +143,7 @@ query (const char *user, const char *host, const char *port, const char *db,
   char *argv[] = { "runuser", "-u", (char *) user, "--", "psql", "-X", "-q", "-A", "-t",
                    "-F", "|", "-h", (char *) host, "-p", (char *) port, "-d", (char *) db,
                    "-c", (char *) sql, NULL };
-  return capture (argv, text);
+  return hc_rec_capture (argv, text);
 }
 
 /* The label of one pg_class row. */

@@ -11,7 +11,8 @@
  *     of a mounted tree taken during the run (a block's owner can change:
  *     each request is resolved by the snapshot nearest in time) — as a
  *     label of the shared traces' CSV and an object (a path or a
- *     structure), with path rules giving labels;
+ *     structure), with path rules giving labels, and SQLite databases'
+ *     pages by kind (dbstat) after the run;
  *   - pgcat.c: a PostgreSQL data directory's files by what they hold
  *     (table, index, toast, catalog), from the running server's catalog.
  * Internal to the tool; functions return 0 or a negative errno, never
@@ -123,12 +124,31 @@ size_t hc_labeler_snapshots (const hc_labeler *l, size_t *files);
 void hc_labeler_resolve (const hc_labeler *l, uint64_t ts_ns, uint64_t off, uint64_t len,
                          uint8_t *label, const char **object);
 
+/* After the run (and the recording: what it reads is not traced): maps the
+ * pages of every SQLite database in the last snapshot (a file named *.db,
+ * *.sqlite, *.sqlite3 or *.db3 with SQLite's header) by kind, with the
+ * sqlite3 shell's dbstat table, as the shared traces' labeler did: index
+ * and table b-tree pages, overflow pages toast, page 1 (the schema) and
+ * other pages catalog; resolving then labels a request on such a file by
+ * the kind most of its pages have.  A database that cannot be read keeps
+ * its file's label.  Returns 0 or -ENOMEM. */
+int hc_labeler_finish (hc_labeler *l);
+
+/* The number of SQLite databases hc_labeler_finish mapped. */
+size_t hc_labeler_databases (const hc_labeler *l);
+
 /* Frees a labeler (NULL allowed). */
 void hc_labeler_free (hc_labeler *l);
 
 /* ---------------------------------------------------------------------------
  * PostgreSQL relations by kind (pgcat.c)
  */
+
+/* Runs argv (argv[0] looked up in PATH, standard error discarded) and reads
+ * its standard output into *text (NUL-terminated; at most 64 MiB; free it).
+ * Returns 0 when the program exited 0, else a negative errno (-EIO for a
+ * failure or too much output). */
+int hc_rec_capture (char *const argv[], char **text);
 
 typedef struct hc_pgcat hc_pgcat;
 
