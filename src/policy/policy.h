@@ -13,6 +13,7 @@
  *   hintaware.c  S3-FIFO that reads class priority and advice (the default)
  *   fifo.c       first in, first out (a baseline)
  *   arc.c        Adaptive Replacement Cache (a baseline; more RAM per block)
+ *   sieve.c      SIEVE: FIFO with visited bits and a sifting hand
  *
  * Contract: every mapped block is on map->queue[its queue bits]; policy
  * state lives only in the meta word's queue/freq/demoted/hinted bits, the
@@ -44,8 +45,10 @@ typedef bool (*hc_evictable_fn) (void *arg, uint32_t c);
 
 enum hc_policy_id {
   HC_POLICY_LRU = 0, HC_POLICY_S3FIFO, HC_POLICY_HINTAWARE, HC_POLICY_FIFO, HC_POLICY_ARC,
+  /* Volumes record the id: new policies go at the end. */
+  HC_POLICY_SIEVE,
 };
-#define HC_POLICY_COUNT 5
+#define HC_POLICY_COUNT 6
 #define HC_POLICY_DEFAULT HC_POLICY_HINTAWARE
 
 struct hc_policy;
@@ -145,6 +148,6 @@ bool hc_ghost_contains (const struct hc_ghost *g, uint64_t origin);
 size_t hc_ghost_bytes (const struct hc_ghost *g);
 
 extern const struct hc_policy_ops hc_policy_lru, hc_policy_s3fifo, hc_policy_hintaware,
-    hc_policy_fifo, hc_policy_arc;
+    hc_policy_fifo, hc_policy_arc, hc_policy_sieve;
 
 #endif /* HC_POLICY_H */
