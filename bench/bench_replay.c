@@ -1,7 +1,7 @@
 /* Replay benchmark: block accesses per second of a whole replay (both
- * passes, from hintcache's binary trace form), for lru, s3fifo and the
- * hint-aware policy, one policy × one size per run, each in its own process
- * so its peak RSS is its own.
+ * passes, from hintcache's binary trace form), for every engine policy and
+ * Belady, one policy × one size per run, each in its own process so its
+ * peak RSS is its own.
  *
  * The trace: 10 M single-block reads, Zipf (α 0.9) over 1 M blocks mapped
  * through a random permutation — the workload libCacheSim's simulator
@@ -303,6 +303,8 @@ main (int argc, char **argv)
     { "lru", "10%", 10 },     { "s3fifo", "1%", 0 },    { "s3fifo", "10%", 0 },
     { "hintaware", "1%", 5 }, { "hintaware", "10%", 5 }, { "fifo", "1%", 0 },
     { "fifo", "10%", 0 },     { "arc", "1%", 0 },       { "arc", "10%", 0 },
+    { "sieve", "1%", 0 },     { "sieve", "10%", 0 },    { "2q", "1%", 0 },
+    { "2q", "10%", 0 },       { "wtinylfu", "1%", 0 },  { "wtinylfu", "10%", 0 },
     { "belady", "10%", 0 },
   };
   enum { NRUNS = sizeof runs / sizeof runs[0] };

@@ -12,6 +12,7 @@
  *     rules classify with class and advice resolved independently;
  *   - a replay is deterministic, and the binary form (whose recorded totals
  *     spare the first pass) replays exactly as the CSV it came from.
+ * (SIEVE, 2Q and W-TinyLFU have references of their own: test_policies.c.)
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -484,17 +485,19 @@ check_bounds (const char *path, const char *const *sizes, size_t nsizes)
 {
   const enum hc_strategy st[] = { HC_STRATEGY_NONE, HC_STRATEGY_PROCESS, HC_STRATEGY_FILE,
                                   HC_STRATEGY_IO, HC_STRATEGY_ORACLE };
-  const char *pols[] = { "hintaware", "lru", "s3fifo", "fifo", "arc", "belady" };
+  const char *pols[] = { "hintaware", "lru", "s3fifo", "fifo", "arc", "sieve", "2q", "wtinylfu",
+                         "belady" };
+  const size_t npols = sizeof pols / sizeof pols[0];
   struct hc_replay_row *rows = NULL;
   size_t n = 0;
   struct hc_replay_summary sum;
   unsigned checked = 0;
 
-  if (replay (path, sizes, nsizes, st, 5, pols, 6, 4096, &rows, &n, &sum) < 0) {
+  if (replay (path, sizes, nsizes, st, 5, pols, npols, 4096, &rows, &n, &sum) < 0) {
     CHECK (0, "%s replays with every strategy and policy", path);
     return;
   }
-  CHECK_EQ (n, nsizes * (4 * 5 + 2), "%s: rows for the whole grid", path);
+  CHECK_EQ (n, nsizes * (4 * (npols - 1) + 2), "%s: rows for the whole grid", path);
   for (size_t i = 0; i < n; i++) {
     const struct hc_replay_row *r = &rows[i];
     const struct hc_replay_row *o = find_row (rows, n, HC_STRATEGY_ORACLE, "belady", r->cache_blocks);
@@ -570,7 +573,8 @@ static void
 check_out_of_range (const char *dir)
 {
   const enum hc_strategy st[] = { HC_STRATEGY_NONE, HC_STRATEGY_ORACLE };
-  const char *pols[] = { "lru", "s3fifo", "hintaware", "fifo", "arc" }, *size = "10", *all = "30";
+  const char *pols[] = { "lru", "s3fifo", "hintaware", "fifo", "arc", "sieve", "2q", "wtinylfu" },
+             *size = "10", *all = "30";
   char path[512], why[256];
   struct hc_replay_row *rows = NULL;
   size_t n = 0;
@@ -623,7 +627,8 @@ check_out_of_range (const char *dir)
     why[0] = '\0';
     int rc = hc_replay_run (path, &o, &cfg, &rows, &n, NULL, why, sizeof why);
     if (k == 0) {
-      CHECK (rc == 0 && n == 6, "the last addressable block replays: %d %s", rc, why);
+      CHECK (rc == 0 && n == sizeof pols / sizeof pols[0] + 1,
+             "the last addressable block replays: %d %s", rc, why);
       for (size_t i = 0; rc == 0 && i < n; i++)
         CHECK (rows[i].misses == 25 && rows[i].accesses == 40, "%s: %llu misses of %llu",
                rows[i].policy, (unsigned long long) rows[i].misses,
@@ -803,7 +808,9 @@ static void
 check_discard_walk (const char *dir)
 {
   const enum hc_strategy st[] = { HC_STRATEGY_NONE, HC_STRATEGY_IO, HC_STRATEGY_ORACLE };
-  const char *pols[] = { "lru", "s3fifo", "hintaware", "fifo", "arc", "belady" };
+  const char *pols[] = { "lru", "s3fifo", "hintaware", "fifo", "arc", "sieve", "2q", "wtinylfu",
+                         "belady" };
+  const size_t npols = sizeof pols / sizeof pols[0];
   const char *sizes[] = { "1%", "10%", "60%" };
   char whole[512], cut[512];
   struct hc_replay_row *a = NULL, *b = NULL;
@@ -837,8 +844,8 @@ check_discard_walk (const char *dir)
   }
   fclose (f);
   fclose (g);
-  CHECK (replay (whole, sizes, 3, st, 3, pols, 6, 4096, &a, &na, &sa) == 0, "whole discards");
-  CHECK (replay (cut, sizes, 3, st, 3, pols, 6, 4096, &b, &nb, &sb) == 0, "cut discards");
+  CHECK (replay (whole, sizes, 3, st, 3, pols, npols, 4096, &a, &na, &sa) == 0, "whole discards");
+  CHECK (replay (cut, sizes, 3, st, 3, pols, npols, 4096, &b, &nb, &sb) == 0, "cut discards");
   CHECK (big > 100 && sa.discards < sb.discards, "the trace has discards larger than the cache");
   CHECK (na == nb && na && memcmp (a, b, na * sizeof *a) == 0,
          "whole and cut discards agree row for row");

@@ -240,7 +240,7 @@ static const char format_usage[] =
   "16 of its sectors, to refuse another slow tier at open.\n"
   "  --block-size N   cache block size, 4k to 64k, a power of two (default 4k)\n"
   "  --mode M         writethrough (default), writeback, writearound, passthrough\n"
-  "  --policy P       hintaware (default), lru, s3fifo, fifo, arc\n"
+  "  --policy P       hintaware (default), lru, s3fifo, fifo, arc, sieve, 2q, wtinylfu\n"
   "  --max-ranges N   range hints kept (default 65536)\n"
   "  --checksums      checksum every cached block's data, verified on each read: a\n"
   "                   corrupt clean copy is read from the slow tier instead and\n"
@@ -275,7 +275,8 @@ cmd_format (int argc, char **argv)
     for (unsigned i = 0; hc_policy_name (i); i++)
       ok |= strcmp (a.policy, hc_policy_name (i)) == 0;
     if (!ok)
-      return cli_usage (cmd, "--policy: '%s' is not one of hintaware, lru, s3fifo, fifo, arc", a.policy);
+      return cli_usage (cmd, "--policy: '%s' is not one of hintaware, lru, s3fifo, fifo, arc, "
+                        "sieve, 2q, wtinylfu", a.policy);
   }
   fo.block_size = (uint32_t) a.block_size;
   fo.policy = a.policy;

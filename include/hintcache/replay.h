@@ -21,8 +21,8 @@
  *   oracle   Belady's optimal replacement with bypass: a miss is not
  *            admitted when its next use is the farthest — the miss-minimal
  *            bound for every policy under these rules
- * Policies: the engine's (hintaware, lru, s3fifo, fifo, arc) and belady
- * (Belady's MIN, admitting every miss).
+ * Policies: the engine's (hintaware, lru, s3fifo, fifo, arc, sieve, 2q,
+ * wtinylfu) and belady (Belady's MIN, admitting every miss).
  *
  * Rules (one per line, '#' comments):  CONDITION [&& CONDITION…] -> HINT
  *   CONDITION: FIELD=VALUE, FIELD!=VALUE, FIELD~REGEX, FIELD!~REGEX,

@@ -375,7 +375,8 @@ hc_meta_format (hc_tier *fast, hc_tier *slow, const struct hc_format_opts *o, bo
     return -EINVAL;
   }
   if ((policy = hc_policy_find (o->policy ? o->policy : hc_policy_name_of (HC_POLICY_DEFAULT))) < 0) {
-    snprintf (why, whylen, "unknown policy '%s' (policies: hintaware, lru, s3fifo, fifo, arc)", o->policy);
+    snprintf (why, whylen, "unknown policy '%s' (policies: hintaware, lru, s3fifo, fifo, arc, "
+              "sieve, 2q, wtinylfu)", o->policy);
     return -EINVAL;
   }
   if (max_ranges > (1u << 22)) {

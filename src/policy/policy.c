@@ -15,6 +15,9 @@ static const struct hc_policy_ops *const registry[HC_POLICY_COUNT] = {
   [HC_POLICY_HINTAWARE] = &hc_policy_hintaware,
   [HC_POLICY_FIFO] = &hc_policy_fifo,
   [HC_POLICY_ARC] = &hc_policy_arc,
+  [HC_POLICY_SIEVE] = &hc_policy_sieve,
+  [HC_POLICY_TWOQ] = &hc_policy_twoq,
+  [HC_POLICY_WTINYLFU] = &hc_policy_wtinylfu,
 };
 
 int

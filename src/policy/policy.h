@@ -13,6 +13,9 @@
  *   hintaware.c  S3-FIFO that reads class priority and advice (the default)
  *   fifo.c       first in, first out (a baseline)
  *   arc.c        Adaptive Replacement Cache (a baseline; more RAM per block)
+ *   sieve.c      SIEVE: FIFO with visited bits and a sifting hand
+ *   twoq.c       2Q: A1in FIFO, exact A1out ghost FIFO, Am LRU
+ *   wtinylfu.c   W-TinyLFU: window LRU, SLRU main, frequency-sketch admission
  *
  * Contract: every mapped block is on map->queue[its queue bits]; policy
  * state lives only in the meta word's queue/freq/demoted/hinted bits, the
@@ -44,8 +47,10 @@ typedef bool (*hc_evictable_fn) (void *arg, uint32_t c);
 
 enum hc_policy_id {
   HC_POLICY_LRU = 0, HC_POLICY_S3FIFO, HC_POLICY_HINTAWARE, HC_POLICY_FIFO, HC_POLICY_ARC,
+  /* Volumes record the id: new policies go at the end. */
+  HC_POLICY_SIEVE, HC_POLICY_TWOQ, HC_POLICY_WTINYLFU,
 };
-#define HC_POLICY_COUNT 5
+#define HC_POLICY_COUNT 8
 #define HC_POLICY_DEFAULT HC_POLICY_HINTAWARE
 
 struct hc_policy;
@@ -59,7 +64,10 @@ struct hc_policy_ops {
   /* Allocates the policy's state for p->map.  Returns 0 or -ENOMEM. */
   int (*init) (struct hc_policy *p);
   void (*fini) (struct hc_policy *p);
-  /* Optional (NULL admits everything): may a missed block enter? */
+  /* Optional (NULL admits everything): may a missed block enter?  Called
+   * before the eviction that makes room for it, so it is also where a
+   * policy sees a miss first (ARC and 2Q classify it, W-TinyLFU counts
+   * it). */
   bool (*admit) (struct hc_policy *p, const struct hc_access *a, enum hc_bypass *why);
   /* Mapped block c enters the cache: put it on a queue. */
   void (*insert) (struct hc_policy *p, uint32_t c, const struct hc_access *a);
@@ -145,6 +153,6 @@ bool hc_ghost_contains (const struct hc_ghost *g, uint64_t origin);
 size_t hc_ghost_bytes (const struct hc_ghost *g);
 
 extern const struct hc_policy_ops hc_policy_lru, hc_policy_s3fifo, hc_policy_hintaware,
-    hc_policy_fifo, hc_policy_arc;
+    hc_policy_fifo, hc_policy_arc, hc_policy_sieve, hc_policy_twoq, hc_policy_wtinylfu;
 
 #endif /* HC_POLICY_H */

@@ -850,7 +850,7 @@ hc_replay_run (const char *path, const struct hc_trace_opts *topts,
     int id = hc_policy_find (cfg->policies[i]);
     if (id < 0 || npol == 16) {
       snprintf (why, whylen, "unknown policy '%s' (policies: hintaware, lru, s3fifo, fifo, arc, "
-                "belady)", cfg->policies[i]);
+                "sieve, 2q, wtinylfu, belady)", cfg->policies[i]);
       return -EINVAL;
     }
     policy_ids[npol++] = id;
