@@ -43,6 +43,7 @@ for i in $(seq 1 20); do head -c $((i * 5000)) /dev/urandom > "$mnt/data/small$i
 sqlite3 "$mnt/data/s.db" "PRAGMA page_size=4096; CREATE TABLE t(a INTEGER PRIMARY KEY, b TEXT);
   CREATE INDEX tb ON t(b); INSERT INTO t SELECT value, hex(randomblob(200 + value % 3000))
   FROM generate_series(1, 3000);"
+cp "$mnt/data/s.db" "$mnt/backup/s.db"
 sync
 echo 3 > /proc/sys/vm/drop_caches
 
@@ -56,10 +57,10 @@ expect_status 0 "$hc" trace record --device "$dev" --mount "$mnt" --memory-limit
   --rules "$tmp/rules" \
   --snapshot-interval 0.5 -o "$tmp/t.csv.gz" -- sh -c "
     cat /proc/self/cgroup > '$tmp/cgroup'
-    cat '$mnt'/data/* > /dev/null
+    cat '$mnt'/data/* '$mnt'/backup/s.db > /dev/null
     cp '$mnt/data/big.bin' '$mnt/backup/'
     sync"
-contains "$out" "1 SQLite database mapped by page" "the summary"
+contains "$out" "2 SQLite databases mapped by page" "the summary"
 contains "$out" "lost events 0" "the summary"
 expect_status 0 "$hc" trace stats "$tmp/t.csv.gz" --strict --json
 st=$out
@@ -134,7 +135,11 @@ for row in csv.reader(open(sys.argv[1])):
     if op not in "RW" or ln == 0:
         continue
     blocks = range(off // 4096, (off + ln - 1) // 4096 + 1)
-    if obj == "/data/s.db":
+    if obj == "/backup/s.db":
+        dbkinds["backup"] += 1
+        if label != "temp":
+            bad.append(f"{op} {off}+{ln} of /backup/s.db labelled {label}: a rule said temp")
+    elif obj == "/data/s.db":
         votes = collections.Counter(kind[b] for b in blocks if b in kind)
         dbkinds[label] += 1
         if not votes or votes[label] != max(votes.values()):
@@ -164,7 +169,7 @@ for row in csv.reader(open(sys.argv[1])):
         cat_reads += 1
         if obj not in files:
             bad.append(f"cat's read {off}+{ln} of {owner.get(blocks[0])} labelled {label} {obj!r}")
-if dbkinds["index"] < 1 or dbkinds["table"] < 1 or dbkinds["toast"] < 1:
+if dbkinds["index"] < 1 or dbkinds["table"] < 1 or dbkinds["toast"] < 1 or dbkinds["backup"] < 1:
     bad.append(f"the database's requests by kind: {dict(dbkinds)}")
 if checked < 10 or cat_reads < 5 or named < 1 or dirs < 1:
     bad.append(f"only {checked} file requests, {cat_reads} cat reads, {named} structures, "

@@ -19,7 +19,8 @@
  * (write-ahead logs wal, backups and temporary files temp); a file none of
  * them names is other_file.  A SQLite database's pages are labelled by
  * kind from its dbstat table after the run (hc_labeler_finish), as the
- * shared kv trace was.  Bytes no snapshot and no layout claims are
+ * shared kv trace was, unless a rule labelled the file (a copy under
+ * /backup stays temp).  Bytes no snapshot and no layout claims are
  * unknown.
  *
  * A snapshot is an array of extents sorted by their place on the device,
@@ -595,7 +596,8 @@ hc_labeler_resolve (const hc_labeler *l, uint64_t ts_ns, uint64_t off, uint64_t 
         const struct extent *e = &s->e[x];
         *label = s->labels[e->path];
         *object = s->paths[e->path];
-        page_label (l, e, off, len, *object, label);
+        if (*label == HC_LABEL_OTHER_FILE) /* a rule's label stands */
+          page_label (l, e, off, len, *object, label);
         return;
       }
     }

@@ -130,7 +130,8 @@ void hc_labeler_resolve (const hc_labeler *l, uint64_t ts_ns, uint64_t off, uint
  * sqlite3 shell's dbstat table, as the shared traces' labeler did: index
  * and table b-tree pages, overflow pages toast, page 1 (the schema) and
  * other pages catalog; resolving then labels a request on such a file by
- * the kind most of its pages have.  A database that cannot be read keeps
+ * the kind most of its pages have, unless a rule gave the file a label of
+ * its own (a database under /backup stays temp).  A database that cannot be read keeps
  * its file's label.  Returns 0 or -ENOMEM. */
 int hc_labeler_finish (hc_labeler *l);
 
