@@ -111,4 +111,32 @@ expect_status 0 "$hc" demo --scale 0.02 --quiet --json --save "$tmp/db.bin"
 [ "$(echo "$out" | jq length)" = 39 ] || fail "demo rows"
 expect_status 0 "$hc" trace stats "$tmp/db.bin"
 contains "$out" "(bin)" "saved demo trace"
+
+# Hinted rows against the unhinted row of the same policy and size: the
+# share of the gap to the oracle closed, and whether they did worse, in
+# JSON (checked against the rows' own read misses) and in the table.
+expect_status 0 "$hc" replay "$tmp/db.bin" --cache 2%,5%,10% --strategy none,process,file,io,oracle \
+  --policy hintaware,lru --json
+rows=$out
+bad=$(echo "$rows" | jq '[.[] as $r | select($r.strategy != "none" and $r.strategy != "oracle")
+  | (.[] | select(.strategy == "none" and .policy == $r.policy and .cache_blocks == $r.cache_blocks)) as $n
+  | (.[] | select(.strategy == "oracle" and .cache_blocks == $r.cache_blocks)) as $o
+  | select(($r.worse_than_none != ($r.read_misses > $n.read_misses))
+      or (if $n.read_misses > $o.read_misses
+          then ($r.gap_closed == null or ((($n.read_misses - $r.read_misses) / ($n.read_misses - $o.read_misses)) - $r.gap_closed | fabs) > 1e-9)
+          else $r.gap_closed != null end))] | length')
+[ "$bad" = 0 ] || fail "gap_closed or worse_than_none wrong in $bad rows"
+[ "$(echo "$rows" | jq '[.[] | select(has("worse_than_none"))] | length')" = 18 ] \
+  || fail "every hinted row (3 strategies × 2 policies × 3 sizes) is compared"
+[ "$(echo "$rows" | jq '[.[] | select(.strategy == "none" or .strategy == "oracle") | select(has("worse_than_none") or has("gap_closed"))] | length')" = 0 ] \
+  || fail "unhinted rows are not compared with themselves"
+worse=$(echo "$rows" | jq '[.[] | select(.worse_than_none == true)] | length')
+expect_status 0 "$hc" replay "$tmp/db.bin" --cache 2%,5%,10% --strategy none,process,file,io,oracle \
+  --policy hintaware,lru
+contains "$out" "gap %" "the table's gap column"
+if [ "$worse" = 0 ]; then
+  contains "$out" "No hinted row has more read misses than its unhinted row (18 compared)" "the verdict"
+else
+  contains "$out" "Worse than no hints (more read misses than the unhinted row): $worse of 18:" "the verdict"
+fi
 echo "cli_replay: ok"

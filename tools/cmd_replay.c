@@ -53,19 +53,86 @@ ratio (uint64_t a, uint64_t b)
   return b ? (double) a / b : 0;
 }
 
+static const struct hc_replay_row *
+find_row (const struct hc_replay_row *rows, size_t n, enum hc_strategy s, const char *policy,
+          uint64_t blocks)
+{
+  for (size_t i = 0; i < n; i++)
+    if (rows[i].strategy == s && strcmp (rows[i].policy, policy) == 0
+        && rows[i].cache_blocks == blocks)
+      return &rows[i];
+  return NULL;
+}
+
+/* How a hinted row (process, file, io) compares with the unhinted row of
+ * the same policy and size: *worse when it has more read misses, and
+ * *gap the share of the distance from that row's read misses to the
+ * oracle's that it closes (negative: it made them worse).  Returns false
+ * for rows that are not hinted or have no unhinted row to compare with;
+ * *gap is NaN when the oracle is not replayed or is no better. */
+static bool
+versus_none (const struct hc_replay_row *rows, size_t n, const struct hc_replay_row *r,
+             double *gap, bool *worse)
+{
+  if (r->strategy == HC_STRATEGY_NONE || r->strategy == HC_STRATEGY_ORACLE)
+    return false;
+  const struct hc_replay_row *none = find_row (rows, n, HC_STRATEGY_NONE, r->policy,
+                                               r->cache_blocks);
+  const struct hc_replay_row *best = find_row (rows, n, HC_STRATEGY_ORACLE, "belady",
+                                               r->cache_blocks);
+  if (!none)
+    return false;
+  *worse = r->read_misses > none->read_misses;
+  *gap = NAN;
+  if (best && none->read_misses > best->read_misses)
+    *gap = ((double) none->read_misses - (double) r->read_misses)
+           / ((double) none->read_misses - (double) best->read_misses);
+  return true;
+}
+
+/* The table, then which hinted rows did worse than no hints. */
 static void
 print_table (FILE *f, const struct hc_replay_row *rows, size_t n)
 {
-  fprintf (f, "%-8s %-10s %10s %11s %8s %8s %9s %9s %10s %9s\n", "strategy", "policy", "cache blks",
-           "accesses", "miss %", "rd miss%", "rd mean", "rd p99", "flash MB", "slow ops");
+  size_t hinted = 0, worse_n = 0;
+
+  fprintf (f, "%-8s %-10s %10s %11s %8s %8s %9s %9s %10s %9s %8s\n", "strategy", "policy",
+           "cache blks", "accesses", "miss %", "rd miss%", "rd mean", "rd p99", "flash MB",
+           "slow ops", "gap %");
   for (size_t i = 0; i < n; i++) {
     const struct hc_replay_row *r = &rows[i];
+    double gap;
+    bool worse, vs = versus_none (rows, n, r, &gap, &worse);
+    char g[16] = "-";
+    if (vs && !isnan (gap))
+      snprintf (g, sizeof g, "%+.1f", 100 * gap);
+    hinted += vs;
+    worse_n += vs && worse;
     fprintf (f, "%-8s %-10s %10" PRIu64 " %11" PRIu64 " %8.2f %8.2f %7.0fus %7.0fus %10.1f %9" PRIu64
-             "\n", hc_strategy_name (r->strategy), r->policy, r->cache_blocks, r->accesses,
+             " %8s\n", hc_strategy_name (r->strategy), r->policy, r->cache_blocks, r->accesses,
              100 * ratio (r->misses, r->accesses), 100 * ratio (r->read_misses, r->read_accesses),
              r->mean_read_latency_us, r->p99_read_latency_us, r->flash_bytes_written / 1e6,
-             r->slow_reads + r->slow_writes);
+             r->slow_reads + r->slow_writes, g);
   }
+  if (!hinted)
+    return;
+  fprintf (f, "gap %%: the share of the distance from the unhinted row (same policy and size) to "
+           "the oracle's read misses that a hinted row closes.\n");
+  if (!worse_n) {
+    fprintf (f, "No hinted row has more read misses than its unhinted row (%zu compared).\n",
+             hinted);
+    return;
+  }
+  fprintf (f, "Worse than no hints (more read misses than the unhinted row): %zu of %zu:", worse_n,
+           hinted);
+  for (size_t i = 0; i < n; i++) {
+    double gap;
+    bool worse;
+    if (versus_none (rows, n, &rows[i], &gap, &worse) && worse)
+      fprintf (f, " %s/%s at %" PRIu64, hc_strategy_name (rows[i].strategy), rows[i].policy,
+               rows[i].cache_blocks);
+  }
+  fprintf (f, ".\n");
 }
 
 static void
@@ -102,6 +169,15 @@ print_json (const struct hc_replay_row *rows, size_t n)
     json_double (&j, 1 - ratio (r->read_misses, r->read_accesses));
     json_key (&j, "hit_ratio");
     json_double (&j, 1 - ratio (r->misses, r->accesses));
+    double gap;
+    bool worse;
+    if (versus_none (rows, n, r, &gap, &worse)) {
+      json_kv_bool (&j, "worse_than_none", worse);
+      if (!isnan (gap)) {
+        json_key (&j, "gap_closed");
+        json_double (&j, gap);
+      }
+    }
     json_object_end (&j);
   }
   json_array_end (&j);
@@ -155,6 +231,9 @@ static const char replay_usage[] =
   "\n"
   "Replays a block trace through hintcache's cache for every strategy × policy × size and\n"
   "prints misses, modeled read latency (disk behind flash) and flash bytes written.\n"
+  "Each hinted row is set against the unhinted row of its policy and size: 'gap %' is the\n"
+  "share of the distance to the oracle's read misses it closes (JSON: gap_closed), and\n"
+  "the rows with more read misses than no hints are named (worse_than_none).\n"
   "  --cache SIZES      comma-separated: blocks (10000), bytes (64M) or a share of the\n"
   "                     footprint (5%); default 5%,10%\n"
   "  --strategy LIST    none, process, file, io, oracle (Belady with bypass); default all\n"
@@ -381,17 +460,6 @@ static const struct {
   { HC_STRATEGY_ORACLE, "belady" },
 };
 #define DEMO_ROWS (sizeof demo_rows / sizeof demo_rows[0])
-
-static const struct hc_replay_row *
-find_row (const struct hc_replay_row *rows, size_t n, enum hc_strategy s, const char *policy,
-          uint64_t blocks)
-{
-  for (size_t i = 0; i < n; i++)
-    if (rows[i].strategy == s && strcmp (rows[i].policy, policy) == 0
-        && rows[i].cache_blocks == blocks)
-      return &rows[i];
-  return NULL;
-}
 
 /* The summary: read miss ratio, mean read latency and flash writes per
  * shown row and size. */
