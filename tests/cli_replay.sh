@@ -107,8 +107,22 @@ contains "$out" "oracle / belady" "the optimum shown"
 contains "$out" "What it means" "first sentence"
 contains "$out" "Per-process hints alone" "second sentence"
 [ -s report.html ] || fail "report.html written"
+text=$out
 expect_status 0 "$hc" demo --scale 0.02 --quiet --json --save "$tmp/db.bin"
 [ "$(echo "$out" | jq length)" = 39 ] || fail "demo rows"
+# The per-process sentence is computed from the rows: process against none
+# (hintaware) at the middle size.
+want=$(echo "$out" | python3 -c '
+import json, sys
+rows = json.load(sys.stdin)
+size = sorted({r["cache_blocks"] for r in rows})[len({r["cache_blocks"] for r in rows}) // 2]
+get = lambda s, p: next(r for r in rows if r["strategy"] == s and r["policy"] == p and r["cache_blocks"] == size)
+p, n = get("process", "hintaware"), get("none", "hintaware")
+print("change read misses by %+.1f%% and flash writes by %+.0f%%" % (
+    100 * (p["read_misses"] / n["read_misses"] - 1),
+    100 * (p["flash_bytes_written"] / n["flash_bytes_written"] - 1)))
+print("worse than no hints" if p["read_misses"] > n["read_misses"] else "no hints with the same policy")')
+while IFS= read -r w; do contains "$text" "$w" "the per-process sentence"; done <<< "$want"
 expect_status 0 "$hc" trace stats "$tmp/db.bin"
 contains "$out" "(bin)" "saved demo trace"
 
