@@ -544,6 +544,11 @@ hc_labeler_finish (hc_labeler *l)
   const struct snapshot *s = l->ns ? &l->s[l->ns - 1] : NULL;
   char abs[4096];
 
+  /* The catalogs as they ended, for every snapshot. */
+  for (size_t k = 0; l->npg && k < l->ns; k++)
+    for (size_t i = 0; i < l->s[k].npaths; i++)
+      l->s[k].labels[i] = path_label (l, l->s[k].paths[i]);
+
   for (size_t i = 0; s && i < s->npaths; i++) {
     const char *p = s->paths[i];
     if (snprintf (abs, sizeof abs, "%s%s", l->mount_len ? l->mount : "", p) >= (int) sizeof abs

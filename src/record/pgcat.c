@@ -7,9 +7,12 @@
  * base/ directory), the recorder asks the running server: it reads the
  * socket directory and port from postmaster.pid and runs psql, as the data
  * directory's owner, once for the list of databases and once per database
- * for every relation's file number, kind and namespace.  The answer is
- * kept until the next refresh succeeds (a server that is down, or busy
- * starting, leaves the last answer in place).
+ * for every relation's file number, kind and namespace.  Answers add up:
+ * a file number keeps the kind it was last seen with, so a relation that
+ * was still being created at one refresh (an index built in a transaction
+ * the catalog query cannot see yet) is known at the next, and a server
+ * that is down, or busy starting, takes nothing away.  The recorder labels
+ * every snapshot's paths again after the run with all it learnt.
  *
  * Paths inside a data directory are then labelled:
  *   base/DB/N[.seg], global/N[.seg]  by the relation N is the file of:
@@ -22,9 +25,9 @@
  *   pg_xact/, pg_multixact/, pg_subtrans/, pg_commit_ts/  catalog
  *       (transaction status, read on the way to every tuple's visibility)
  *   anything else                                  other_file
- * The tables are what `pg_class` says at the refresh: a file created and
- * dropped between two refreshes (a table rewritten by TRUNCATE, CLUSTER or
- * VACUUM FULL gets a new number) is labelled a table.
+ * A file created and dropped between two refreshes (a table rewritten by
+ * TRUNCATE, CLUSTER or VACUUM FULL gets a new number), never seen in the
+ * catalog, is labelled a table.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -163,7 +166,6 @@ int
 hc_pgcat_refresh (hc_pgcat *c)
 {
   char path[4096], *pid = NULL, *dbs = NULL, *rows = NULL, *lines[6] = { 0 };
-  struct hc_u64map kinds = { 0 };
   struct passwd *pw;
   struct stat st;
   size_t len;
@@ -216,19 +218,15 @@ hc_pgcat_refresh (hc_pgcat *c)
       if (k < 4 || hc_parse_number (f[0], &oid) < 0 || hc_parse_number (f[1], &node) < 0
           || node > UINT32_MAX)
         continue;
-      rc = hc_u64map_put (&kinds, dboid << 32 | node, kind_label (oid, f[2][0], f[3]));
+      rc = hc_u64map_put (&c->kinds, dboid << 32 | node, kind_label (oid, f[2][0], f[3]));
     }
     free (rows);
     rows = NULL;
   }
   free (dbs);
   free (pid);
-  if (rc < 0) {
-    hc_u64map_free (&kinds);
-    return rc;
-  }
-  hc_u64map_free (&c->kinds);
-  c->kinds = kinds;
+  if (rc < 0)
+    return rc; /* what was read so far is kept: each entry is true */
   c->known = true;
   return 0;
 }

@@ -124,8 +124,11 @@ size_t hc_labeler_snapshots (const hc_labeler *l, size_t *files);
 void hc_labeler_resolve (const hc_labeler *l, uint64_t ts_ns, uint64_t off, uint64_t len,
                          uint8_t *label, const char **object);
 
-/* After the run (and the recording: what it reads is not traced): maps the
- * pages of every SQLite database in the last snapshot (a file named *.db,
+/* After the run (and the recording: what it reads is not traced): labels
+ * every snapshot's paths again with all the PostgreSQL catalogs learnt
+ * during the run (a relation created while a snapshot was taken was not
+ * in the catalog yet), and maps the pages of every SQLite database in the
+ * last snapshot (a file named *.db,
  * *.sqlite, *.sqlite3 or *.db3 with SQLite's header) by kind, with the
  * sqlite3 shell's dbstat table, as the shared traces' labeler did: index
  * and table b-tree pages, overflow pages toast, page 1 (the schema) and
@@ -163,9 +166,10 @@ bool hc_pgcat_known (const hc_pgcat *c);
 
 /* Asks the server running on the data directory (postmaster.pid), through
  * psql as the directory's owner, for every database's relations: file
- * number, kind and namespace.  Returns 0 (the answer replaces the last),
- * -ENOENT (no server running), or another negative errno (the last answer
- * stays). */
+ * number, kind and namespace, added to what earlier refreshes learnt (a
+ * file number keeps the kind it was last seen with).  Returns 0, -ENOENT
+ * (no server running), or another negative errno (what was read is
+ * kept). */
 int hc_pgcat_refresh (hc_pgcat *c);
 
 /* The label of a path inside the data directory (`rel`, relative to it,
