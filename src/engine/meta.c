@@ -808,7 +808,8 @@ replay (hc_volume *v, struct load *L)
       }
       commit = nb;
     }
-    memcpy (commit + ncommit * REC, s + 16, n * REC);
+    if (n) /* an empty sector (a commit of nothing) may come before any buffer */
+      memcpy (commit + ncommit * REC, s + 16, n * REC);
     ncommit += n;
     commit_sectors++;
     seq++;
