@@ -65,8 +65,8 @@ for line in open(sys.argv[2]):
 seen, bad = collections.Counter(), []
 for row in csv.reader(open(sys.argv[1])):
     label, obj = row[10], row[11]
-    if row[1] not in "RW" or not obj.startswith("/pg/"):
-        continue
+    if row[1] not in "RW" or not obj.startswith("/pg/") or obj.endswith("/"):
+        continue  # directories (fs_metadata, "path/") are not relations
     main = re.sub(r"\.\d+$", "", obj)
     if main in kind:
         seen[kind[main]] += 1
