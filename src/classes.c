@@ -30,6 +30,9 @@
 
 struct hc_classes {
   _Atomic uint32_t word[HC_CLASS_COUNT];
+  /* Per class, a bit per attribute (enum hc_class_attr) chosen by a
+   * config line, a key or hc_classes_set rather than left at its default. */
+  _Atomic uint32_t chosen[HC_CLASS_COUNT];
 };
 
 static const struct hc_class_attrs defaults[HC_CLASS_COUNT] = {
@@ -98,8 +101,10 @@ hc_classes_new (hc_classes **out)
   hc_classes *t = malloc (sizeof *t);
   if (!t)
     return -ENOMEM;
-  for (unsigned c = 0; c < HC_CLASS_COUNT; c++)
+  for (unsigned c = 0; c < HC_CLASS_COUNT; c++) {
     atomic_init (&t->word[c], attrs_pack (&defaults[c]));
+    atomic_init (&t->chosen[c], 0);
+  }
   *out = t;
   return 0;
 }
@@ -126,7 +131,16 @@ hc_classes_set (hc_classes *t, unsigned cls, const struct hc_class_attrs *attrs)
   if (cls >= HC_CLASS_COUNT || hc_class_attrs_check (attrs) < 0)
     return -EINVAL;
   atomic_store_explicit (&t->word[cls], attrs_pack (attrs), memory_order_release);
+  atomic_store_explicit (&t->chosen[cls], (1u << HC_ATTR_COUNT) - 1, memory_order_release);
   return 0;
+}
+
+bool
+hc_classes_chosen (const hc_classes *t, unsigned cls, enum hc_class_attr attr)
+{
+  return t && cls < HC_CLASS_COUNT
+         && (atomic_load_explicit (&((hc_classes *) t)->chosen[cls], memory_order_acquire) >> attr
+             & 1);
 }
 
 /* ---------------------------------------------------------------------------
@@ -149,6 +163,7 @@ static const struct attr_desc {
   { "max_share", A_UINT, 100 },
 };
 #define ATTR_COUNT (sizeof attr_descs / sizeof attr_descs[0])
+_Static_assert (ATTR_COUNT == HC_ATTR_COUNT, "enum hc_class_attr follows attr_descs");
 
 /* Points at the field of *a that attribute i names, as an unsigned value. */
 static unsigned
@@ -214,8 +229,8 @@ attr_parse (const struct attr_desc *d, const char *s, unsigned *v, struct hc_par
 
 /* Applies "CLASS.ATTRIBUTE" = value to the staged attributes in `a`. */
 static int
-apply_key (struct hc_class_attrs a[HC_CLASS_COUNT], const char *key, const char *value,
-           struct hc_parse_error *err)
+apply_key (struct hc_class_attrs a[HC_CLASS_COUNT], uint32_t chosen[HC_CLASS_COUNT],
+           const char *key, const char *value, struct hc_parse_error *err)
 {
   const char *dot = strchr (key, '.');
   char cname[32];
@@ -238,6 +253,7 @@ apply_key (struct hc_class_attrs a[HC_CLASS_COUNT], const char *key, const char 
       if (attr_parse (&attr_descs[i], value, &v, err) < 0)
         return -EINVAL;
       attr_put (&a[cls], i, v);
+      chosen[cls] |= 1u << i;
       return 0;
     }
   hc_parse_fail (err, "unknown attribute '%s' (attributes: priority, admit_read, admit_write, "
@@ -245,31 +261,40 @@ apply_key (struct hc_class_attrs a[HC_CLASS_COUNT], const char *key, const char 
   return -EINVAL;
 }
 
+/* `chosen` may be NULL. */
 static void
-snapshot (const hc_classes *t, struct hc_class_attrs a[HC_CLASS_COUNT])
+snapshot (const hc_classes *t, struct hc_class_attrs a[HC_CLASS_COUNT],
+          uint32_t chosen[HC_CLASS_COUNT])
 {
-  for (unsigned c = 0; c < HC_CLASS_COUNT; c++)
+  for (unsigned c = 0; c < HC_CLASS_COUNT; c++) {
     hc_classes_get (t, c, &a[c]);
+    if (chosen)
+      chosen[c] = atomic_load_explicit (&((hc_classes *) t)->chosen[c], memory_order_acquire);
+  }
 }
 
 static void
-publish (hc_classes *t, const struct hc_class_attrs a[HC_CLASS_COUNT])
+publish (hc_classes *t, const struct hc_class_attrs a[HC_CLASS_COUNT],
+         const uint32_t chosen[HC_CLASS_COUNT])
 {
-  for (unsigned c = 0; c < HC_CLASS_COUNT; c++)
-    hc_classes_set (t, c, &a[c]);
+  for (unsigned c = 0; c < HC_CLASS_COUNT; c++) {
+    atomic_store_explicit (&t->word[c], attrs_pack (&a[c]), memory_order_release);
+    atomic_store_explicit (&t->chosen[c], chosen[c], memory_order_release);
+  }
 }
 
 int
 hc_classes_set_key (hc_classes *t, const char *key, const char *value, struct hc_parse_error *err)
 {
   struct hc_class_attrs a[HC_CLASS_COUNT];
+  uint32_t chosen[HC_CLASS_COUNT];
 
   if (err)
     err->line = 0;
-  snapshot (t, a);
-  if (apply_key (a, key, value, err) < 0)
+  snapshot (t, a, chosen);
+  if (apply_key (a, chosen, key, value, err) < 0)
     return -EINVAL;
-  publish (t, a);
+  publish (t, a, chosen);
   return 0;
 }
 
@@ -279,21 +304,22 @@ int
 hc_classes_load_text (hc_classes *t, const char *text, size_t len, struct hc_parse_error *err)
 {
   struct hc_class_attrs a[HC_CLASS_COUNT];
+  uint32_t chosen[HC_CLASS_COUNT];
   struct hc_kv_reader r;
   char *key, *value;
   int rc;
 
-  snapshot (t, a);
+  snapshot (t, a, chosen);
   hc_kv_init (&r, text, len);
   while ((rc = hc_kv_next (&r, &key, &value, err)) > 0)
-    if (apply_key (a, key, value, err) < 0) {
+    if (apply_key (a, chosen, key, value, err) < 0) {
       if (err)
         err->line = r.line;
       return -EINVAL;
     }
   if (rc < 0)
     return rc;
-  publish (t, a);
+  publish (t, a, chosen);
   return 0;
 }
 
@@ -317,7 +343,7 @@ hc_classes_format (const hc_classes *t, char *buf, size_t len)
   struct hc_class_attrs a[HC_CLASS_COUNT];
   struct hc_sb sb;
 
-  snapshot (t, a);
+  snapshot (t, a, NULL);
   hc_sb_init (&sb, buf, len);
   for (unsigned c = 0; c < HC_CLASS_COUNT; c++)
     for (unsigned i = 0; i < ATTR_COUNT; i++) {

@@ -76,8 +76,10 @@ echo "crash under ext4: journal replayed, fsck clean, $(wc -l < "$tmp/sums") fil
 head -c 8M /dev/urandom > "$tmp/fs/hot"
 head -c 160M /dev/urandom > "$tmp/fs/flood"
 sync
-expect_status 0 "$hc" advise --socket "$ctl" --mount "$tmp/fs" --file "$tmp/fs/hot" metadata
-contains "$out" "-> metadata" "advise --file summary"
+# willneed: advice is obeyed (a class alone is weighed by the cache's
+# evidence, and nothing here shows it what the file is worth).
+expect_status 0 "$hc" advise --socket "$ctl" --mount "$tmp/fs" --file "$tmp/fs/hot" metadata+willneed
+contains "$out" "-> metadata+willneed" "advise --file summary"
 # A file elsewhere is refused: its extents are offsets on another device.
 expect_status 1 "$hc" advise --socket "$ctl" --mount "$tmp/fs" --file "$0" background+dontneed
 contains "$err" "is not on the file system mounted at" "a file off the volume is refused"

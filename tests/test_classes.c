@@ -108,6 +108,27 @@ test_config (void)
   CHECK (a.lifetime == 3, "last line without newline");
   hc_classes_get (t, HC_CLASS_DATA, &a);
   CHECK (a.latency_sensitive, "on");
+  /* What the text chose, and only that, is chosen: journal.admit_read = no
+   * equals the default and is chosen all the same. */
+  CHECK (hc_classes_chosen (t, HC_CLASS_JOURNAL, HC_ATTR_ADMIT_READ)
+         && hc_classes_chosen (t, HC_CLASS_METADATA, HC_ATTR_PRIORITY)
+         && hc_classes_chosen (t, HC_CLASS_BACKGROUND, HC_ATTR_MAX_SHARE)
+         && hc_classes_chosen (t, HC_CLASS_PAGING, HC_ATTR_LIFETIME),
+         "chosen attributes");
+  CHECK (!hc_classes_chosen (t, HC_CLASS_JOURNAL, HC_ATTR_PRIORITY)
+         && !hc_classes_chosen (t, HC_CLASS_BACKGROUND, HC_ATTR_ADMIT_READ)
+         && !hc_classes_chosen (t, HC_CLASS_UNCLASSIFIED, HC_ATTR_PRIORITY)
+         && !hc_classes_chosen (NULL, HC_CLASS_JOURNAL, HC_ATTR_ADMIT_READ),
+         "attributes left at their defaults");
+  CHECK (hc_classes_set_key (t, "background.admit_read", "no", &err) == 0
+         && hc_classes_chosen (t, HC_CLASS_BACKGROUND, HC_ATTR_ADMIT_READ)
+         && !hc_classes_chosen (t, HC_CLASS_BACKGROUND, HC_ATTR_PRIORITY), "a key chooses one");
+  CHECK (hc_classes_load_text (t, "bogus", 5, &err) == -EINVAL
+         && !hc_classes_chosen (t, HC_CLASS_STREAMING, HC_ATTR_PRIORITY), "a bad text chooses nothing");
+  hc_classes_get (t, HC_CLASS_STREAMING, &a);
+  hc_classes_set (t, HC_CLASS_STREAMING, &a);
+  CHECK (hc_classes_chosen (t, HC_CLASS_STREAMING, HC_ATTR_PRIORITY)
+         && hc_classes_chosen (t, HC_CLASS_STREAMING, HC_ATTR_MAX_SHARE), "a set chooses all");
 
   /* Each bad text: the line and a word of the message; nothing applied. */
   static const struct {

@@ -529,11 +529,12 @@ demo_meaning (const struct hc_replay_row *rows, size_t n, uint64_t size, double 
   bool pworse;
   if (!none || !versus_none (rows, n, proc, &pgap, &pworse))
     return;
-  double pcut = 1 - ratio (proc->read_misses, none->read_misses);
-  double pflash = 1 - ratio (proc->flash_bytes_written, none->flash_bytes_written);
+  /* ratio − 1, not −(1 − ratio): no change prints +0, never −0. */
+  double pmiss = ratio (proc->read_misses, none->read_misses) - 1;
+  double pflash = ratio (proc->flash_bytes_written, none->flash_bytes_written) - 1;
   printf ("Per-process hints alone (what ionice-style bits can carry) change read misses by "
           "%+.1f%% and flash writes by %+.0f%% against no hints with the same policy",
-          -100 * pcut, -100 * pflash);
+          100 * pmiss, 100 * pflash);
   if (!isnan (pgap))
     printf (" (gap to the offline optimum closed: %+.0f%%)", 100 * pgap);
   printf ("%s.\n", pworse ? ": worse than no hints" : "");

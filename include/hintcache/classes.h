@@ -49,6 +49,13 @@ struct hc_class_attrs {
   unsigned max_share;      /* 0 … 100: most of the fast tier the class may hold */
 };
 
+/* The attributes, in their text form's order. */
+enum hc_class_attr {
+  HC_ATTR_PRIORITY = 0, HC_ATTR_ADMIT_READ, HC_ATTR_ADMIT_WRITE, HC_ATTR_PATTERN,
+  HC_ATTR_LATENCY_SENSITIVE, HC_ATTR_LIFETIME, HC_ATTR_MAX_SHARE,
+};
+#define HC_ATTR_COUNT 7
+
 #define HC_PRIORITY_MAX 15
 #define HC_LIFETIME_MAX 5
 
@@ -80,6 +87,12 @@ int hc_classes_get (const hc_classes *t, unsigned cls, struct hc_class_attrs *at
 /* Replaces the attributes of `cls`.  Returns 0, or -EINVAL for an unknown class
  * or an out-of-range attribute (then nothing changes). */
 int hc_classes_set (hc_classes *t, unsigned cls, const struct hc_class_attrs *attrs);
+
+/* Was attribute `attr` of class `cls` chosen — by a config line, a key, or
+ * hc_classes_set (which chooses all of a class's) — rather than left at its
+ * built-in default?  A cache treats a chosen attribute as a bound and a
+ * default one as a starting point to be weighed.  False for NULL `t`. */
+bool hc_classes_chosen (const hc_classes *t, unsigned cls, enum hc_class_attr attr);
 
 /* Sets one attribute from text: key "CLASS.ATTRIBUTE", value as in a config
  * file.  Returns 0, or -EINVAL (nothing changes); `err` (may be NULL) gets the

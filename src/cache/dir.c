@@ -16,9 +16,9 @@
 #define RECLASS_LOW 4
 #define RECLASS_HIGH 12
 
-int
-hc_dir_init (struct hc_directory *d, uint32_t n, unsigned policy_id, const hc_classes *classes,
-             bool defer_free)
+static int
+init (struct hc_directory *d, uint32_t n, unsigned policy_id, const hc_classes *classes,
+      bool defer_free)
 {
   int rc;
 
@@ -35,9 +35,52 @@ hc_dir_init (struct hc_directory *d, uint32_t n, unsigned policy_id, const hc_cl
   return 0;
 }
 
+int
+hc_dir_init (struct hc_directory *d, uint32_t n, unsigned policy_id, const hc_classes *classes,
+             bool defer_free)
+{
+  int rc = init (d, n, policy_id, classes, defer_free);
+
+  if (rc < 0 || !d->policy.ops->weighs_evidence)
+    return rc;
+  if ((rc = hc_evidence_new (n, policy_id, classes, HC_FX_START, &d->evidence)) < 0) {
+    hc_dir_fini (d);
+    return rc;
+  }
+  d->policy.effects = HC_FX_START;
+  return 0;
+}
+
+int
+hc_dir_init_fixed (struct hc_directory *d, uint32_t n, unsigned policy_id,
+                   const hc_classes *classes, unsigned effects)
+{
+  int rc = init (d, n, policy_id, classes, false);
+
+  if (rc == 0)
+    d->policy.effects = effects & HC_FX_ALL;
+  return rc;
+}
+
+void
+hc_dir_set_effects (struct hc_directory *d, unsigned effects)
+{
+  hc_evidence_free (d->evidence);
+  d->evidence = NULL;
+  d->policy.effects = effects & HC_FX_ALL;
+}
+
+uint64_t
+hc_dir_effect_changes (const struct hc_directory *d)
+{
+  return d->evidence ? hc_evidence_changes (d->evidence) : 0;
+}
+
 void
 hc_dir_fini (struct hc_directory *d)
 {
+  hc_evidence_free (d->evidence);
+  d->evidence = NULL;
   hc_policy_fini (&d->policy);
   hc_map_fini (&d->map);
 }
@@ -45,7 +88,8 @@ hc_dir_fini (struct hc_directory *d)
 size_t
 hc_dir_bytes (const struct hc_directory *d)
 {
-  return hc_map_bytes (&d->map) + hc_policy_bytes (&d->policy);
+  return hc_map_bytes (&d->map) + hc_policy_bytes (&d->policy)
+         + (d->evidence ? hc_evidence_bytes (d->evidence) : 0);
 }
 
 void
@@ -55,22 +99,16 @@ hc_dir_attrs (const struct hc_directory *d, unsigned cls, struct hc_class_attrs 
     hc_class_defaults (cls, a);
 }
 
-uint32_t
-hc_dir_access (struct hc_directory *d, const struct hc_access *a)
+/* The evidence sees every access before the decisions it steers. */
+static inline void
+observe (struct hc_directory *d, const struct hc_access *a)
 {
-  struct hc_class_stats *s = &d->stats.cls[a->hint.cls];
-  uint32_t c = hc_map_lookup (&d->map, a->origin);
-
-  if (c == HC_NIL) {
-    s->misses[a->write]++;
-    return HC_NIL;
-  }
-  hc_dir_hit (d, c, a);
-  return c;
+  if (d->evidence)
+    d->policy.effects = hc_evidence_observe (d->evidence, a);
 }
 
-void
-hc_dir_hit (struct hc_directory *d, uint32_t c, const struct hc_access *a)
+static void
+hit (struct hc_directory *d, uint32_t c, const struct hc_access *a)
 {
   struct hc_class_stats *s = &d->stats.cls[a->hint.cls];
 
@@ -80,21 +118,53 @@ hc_dir_hit (struct hc_directory *d, uint32_t c, const struct hc_access *a)
   hc_policy_hit (&d->policy, c, a);
 }
 
+uint32_t
+hc_dir_access (struct hc_directory *d, const struct hc_access *a)
+{
+  uint32_t c;
+
+  observe (d, a);
+  if ((c = hc_map_lookup (&d->map, a->origin)) == HC_NIL) {
+    d->stats.cls[a->hint.cls].misses[a->write]++;
+    return HC_NIL;
+  }
+  hit (d, c, a);
+  return c;
+}
+
+void
+hc_dir_hit (struct hc_directory *d, uint32_t c, const struct hc_access *a)
+{
+  observe (d, a);
+  hit (d, c, a);
+}
+
+/* Does attribute `attr` of class `cls`, where it departs from the unhinted
+ * behaviour, apply?  While its effect is in force, or when an administrator
+ * chose it. */
+static inline bool
+applies (const struct hc_directory *d, unsigned effect, unsigned cls, enum hc_class_attr attr)
+{
+  return (d->policy.effects & effect) || hc_classes_chosen (d->classes, cls, attr);
+}
+
 bool
 hc_dir_admit (struct hc_directory *d, const struct hc_access *a, enum hc_bypass *why)
 {
   struct hc_class_attrs attrs;
+  unsigned cls = a->hint.cls;
 
   if (a->hint.advice == HC_ADVICE_DONTNEED || a->hint.advice == HC_ADVICE_EVICT) {
     *why = HC_BYPASS_ADVICE;
     return false;
   }
-  hc_dir_attrs (d, a->hint.cls, &attrs);
-  if (a->hint.advice != HC_ADVICE_WILLNEED && !(a->write ? attrs.admit_write : attrs.admit_read)) {
+  hc_dir_attrs (d, cls, &attrs);
+  if (a->hint.advice != HC_ADVICE_WILLNEED && !(a->write ? attrs.admit_write : attrs.admit_read)
+      && applies (d, HC_FX_ADMIT, cls, a->write ? HC_ATTR_ADMIT_WRITE : HC_ATTR_ADMIT_READ)) {
     *why = HC_BYPASS_CLASS;
     return false;
   }
-  if (attrs.max_share == 0) {
+  if (attrs.max_share == 0 && applies (d, HC_FX_ADMIT, cls, HC_ATTR_MAX_SHARE)) {
     *why = HC_BYPASS_SHARE;
     return false;
   }
@@ -142,7 +212,7 @@ hc_dir_at_share (const struct hc_directory *d, unsigned cls)
   struct hc_class_attrs attrs;
 
   hc_dir_attrs (d, cls, &attrs);
-  return attrs.max_share < 100
+  return attrs.max_share < 100 && applies (d, HC_FX_ADMIT, cls, HC_ATTR_MAX_SHARE)
          && d->occupancy[cls] >= (uint64_t) d->map.n * attrs.max_share / 100;
 }
 
@@ -245,7 +315,7 @@ hc_dir_set_clean (struct hc_directory *d, uint32_t c)
   d->ndirty[cls]--;
   d->stats.cls[cls].writebacks++;
   hc_dir_attrs (d, cls, &attrs);
-  if (!attrs.admit_read)
+  if (!attrs.admit_read && applies (d, HC_FX_DEMOTE, cls, HC_ATTR_ADMIT_READ))
     hc_policy_demote (&d->policy, c);
 }
 
@@ -266,9 +336,11 @@ hc_dir_reclass (struct hc_directory *d, uint32_t c, unsigned cls)
   }
   hc_map_set_field (&d->map, c, HC_M_CLASS_MASK, HC_M_CLASS_SHIFT, cls);
   hc_dir_attrs (d, cls, &attrs);
-  if (!attrs.admit_read || attrs.priority < RECLASS_LOW)
+  bool demote = (!attrs.admit_read && applies (d, HC_FX_DEMOTE, cls, HC_ATTR_ADMIT_READ))
+                || (attrs.priority < RECLASS_LOW && applies (d, HC_FX_DEMOTE, cls, HC_ATTR_PRIORITY));
+  if (demote)
     hc_policy_demote (&d->policy, c);
-  else if (attrs.priority >= RECLASS_HIGH)
+  else if (attrs.priority >= RECLASS_HIGH && applies (d, HC_FX_PLACE, cls, HC_ATTR_PRIORITY))
     hc_dir_protect (d, c);
 }
 

@@ -9,7 +9,8 @@
  * measures exactly the code the volume runs.
  *
  * Admission rules, in order (hc_dir_admit):
- *   1. advice dontneed or evict: not admitted (willneed always is);
+ *   1. advice dontneed or evict: not admitted (willneed always is): advice
+ *      is a request, obeyed whatever the evidence says;
  *   2. the class's attribute admit_read / admit_write;
  *   3. a class whose maximum share is 0 %;
  *   4. the policy's own admission (the hint-aware policy's sequential
@@ -18,6 +19,15 @@
  * own blocks or is not admitted; otherwise an empty free list evicts the
  * policy's victim.  Victims must pass the caller's `ok` test (the volume:
  * clean and not busy).
+ *
+ * Effects in force (hc_policy.effects, enum hc_effect).  Rules 2 and 3
+ * and the shares are the admission effects, the demotions of
+ * hc_dir_set_clean and hc_dir_reclass the demotion effects, its protection
+ * a placement effect.  For a policy that weighs evidence (the default) the
+ * directory turns each family on and off by miniature simulations
+ * (evidence.c), fed every access by hc_dir_access and hc_dir_hit; for the
+ * others all are in force.  A class attribute an administrator chose
+ * (hc_classes_chosen) applies regardless.
  *
  * With defer_free (the volume), blocks that are evicted or invalidated go to
  * the map's pending list, and only a metadata commit that made their release
@@ -34,9 +44,12 @@
 #include "map.h"
 #include "../policy/policy.h"
 
+struct hc_evidence;
+
 struct hc_directory {
   struct hc_map map;
-  struct hc_policy policy;
+  struct hc_policy policy;   /* policy.effects: the effects in force */
+  struct hc_evidence *evidence; /* NULL: the effects are fixed */
   const hc_classes *classes; /* attributes; NULL = built-in defaults */
   bool defer_free;
   uint32_t occupancy[HC_CLASS_COUNT];
@@ -48,6 +61,22 @@ struct hc_directory {
  * -EINVAL or -ENOMEM. */
 int hc_dir_init (struct hc_directory *d, uint32_t n, unsigned policy_id, const hc_classes *classes,
                  bool defer_free);
+
+/* Creates a directory whose effects are fixed (no evidence is gathered):
+ * `effects` is a set of enum hc_effect bits.  Returns as hc_dir_init. */
+int hc_dir_init_fixed (struct hc_directory *d, uint32_t n, unsigned policy_id,
+                       const hc_classes *classes, unsigned effects);
+
+/* Fixes the effects in force from now on and stops gathering evidence. */
+void hc_dir_set_effects (struct hc_directory *d, unsigned effects);
+
+/* The effects in force, and how many times evidence changed them. */
+static inline unsigned
+hc_dir_effects (const struct hc_directory *d)
+{
+  return d->policy.effects;
+}
+uint64_t hc_dir_effect_changes (const struct hc_directory *d);
 
 void hc_dir_fini (struct hc_directory *d);
 
@@ -140,5 +169,25 @@ void hc_dir_stats (const struct hc_directory *d, struct hc_stats *out);
 
 /* Reads attributes of class cls (defaults when there is no table). */
 void hc_dir_attrs (const struct hc_directory *d, unsigned cls, struct hc_class_attrs *a);
+
+/* ---- evidence.c: the miniature simulations behind the effects ---- */
+
+/* Creates the miniature directories for a cache of n blocks, starting with
+ * `effects` in force.  Returns 0 or -ENOMEM. */
+int hc_evidence_new (uint32_t n, unsigned policy_id, const hc_classes *classes, unsigned effects,
+                     struct hc_evidence **out);
+
+/* Frees them (NULL is allowed). */
+void hc_evidence_free (struct hc_evidence *e);
+
+/* Bytes of RAM they use. */
+size_t hc_evidence_bytes (const struct hc_evidence *e);
+
+/* Feeds one access (sampled: most return at once) and returns the effects
+ * to keep in force. */
+unsigned hc_evidence_observe (struct hc_evidence *e, const struct hc_access *a);
+
+/* How many times the effects changed. */
+uint64_t hc_evidence_changes (const struct hc_evidence *e);
 
 #endif /* HC_CACHE_DIR_H */

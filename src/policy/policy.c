@@ -43,6 +43,7 @@ hc_policy_init (struct hc_policy *p, unsigned id, struct hc_map *m, const hc_cla
   p->ops = registry[id];
   p->map = m;
   p->classes = classes;
+  p->effects = HC_FX_ALL;
   p->state = NULL;
   return p->ops->init (p);
 }
@@ -79,6 +80,14 @@ hc_policy_priority (const struct hc_policy *p, unsigned cls)
   if (!p->classes || hc_classes_get (p->classes, cls, &a) < 0)
     hc_class_defaults (cls, &a);
   return a.priority;
+}
+
+unsigned
+hc_policy_placing_priority (const struct hc_policy *p, unsigned cls)
+{
+  if ((p->effects & HC_FX_PLACE) || hc_classes_chosen (p->classes, cls, HC_ATTR_PRIORITY))
+    return hc_policy_priority (p, cls);
+  return hc_policy_priority (p, HC_CLASS_UNCLASSIFIED);
 }
 
 uint32_t

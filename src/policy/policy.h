@@ -45,6 +45,29 @@ struct hc_access {
 /* May block c be evicted now (clean, not busy)? */
 typedef bool (*hc_evictable_fn) (void *arg, uint32_t c);
 
+/* Hint effects: the families of decisions that hints (and one unhinted
+ * guess) change, each a bit of hc_policy.effects.  The cache directory
+ * turns them on and off by measured evidence (src/cache/evidence.c) for a
+ * policy that weighs it, and keeps all on for the others.  A class
+ * attribute an administrator chose (hc_classes_chosen) applies whatever its
+ * bit says: it is a bound, not a guess; and
+ * advice (evict, dontneed, willneed) is a request, always obeyed. */
+enum hc_effect {
+  HC_FX_SEQ_CUTOFF = 1u << 0, /* a miss on a stream past its cutoff is bypassed */
+  HC_FX_FILTER     = 1u << 1, /* new blocks start on probation (S3-FIFO's small
+                                 queue); off: straight into main (CLOCK-like) */
+  HC_FX_ADMIT      = 1u << 2, /* class admission rules and shares, dontneed on a miss */
+  HC_FX_PLACE      = 1u << 3, /* class priority: high ones protected, low ones
+                                 aged fast and not remembered */
+  HC_FX_DEMOTE     = 1u << 4, /* a written-back block of a class that does not admit
+                                 reads, a reclass to low priority: evicted next */
+};
+#define HC_FX_KNOBS 5
+#define HC_FX_ALL ((1u << HC_FX_KNOBS) - 1)
+/* What a policy that weighs evidence starts with: no hint effect (a wrong
+ * one costs misses that later evidence cannot give back), S3-FIFO's filter. */
+#define HC_FX_START HC_FX_FILTER
+
 enum hc_policy_id {
   HC_POLICY_LRU = 0, HC_POLICY_S3FIFO, HC_POLICY_HINTAWARE, HC_POLICY_FIFO, HC_POLICY_ARC,
   /* Volumes record the id: new policies go at the end. */
@@ -61,6 +84,9 @@ struct hc_policy_ops {
   /* The policy's admit reads hc_access.seq (callers that must compute it
    * per access may skip that for other policies). */
   bool reads_seq;
+  /* The policy reads hc_policy.effects, so the directory may weigh each
+   * effect by evidence; for others every effect stays in force. */
+  bool weighs_evidence;
   /* Allocates the policy's state for p->map.  Returns 0 or -ENOMEM. */
   int (*init) (struct hc_policy *p);
   void (*fini) (struct hc_policy *p);
@@ -88,6 +114,7 @@ struct hc_policy {
   const struct hc_policy_ops *ops;
   struct hc_map *map;
   const hc_classes *classes; /* class attributes (may be NULL: defaults) */
+  unsigned effects;          /* enum hc_effect bits in force (HC_FX_ALL after init) */
   void *state;
 };
 
@@ -135,6 +162,10 @@ void hc_policy_dequeue (struct hc_map *m, uint32_t c);
 
 /* Class priority of block c's data (from the attribute table). */
 unsigned hc_policy_priority (const struct hc_policy *p, unsigned cls);
+
+/* The priority that steers placement: the class's while HC_FX_PLACE is in
+ * force or an administrator chose it, otherwise that of unclassified data. */
+unsigned hc_policy_placing_priority (const struct hc_policy *p, unsigned cls);
 
 /* ---- ghost.c: a set of recently evicted origins ---- */
 struct hc_ghost {

@@ -119,10 +119,14 @@ hc_strategy_parse (const char *name, enum hc_strategy *s)
 }
 
 /* The defaults: what each granularity can say about the development
- * traces' world (ext4, a database, backups at idle priority). */
+ * traces' world (ext4, a database, backups at idle priority).  A label or
+ * a priority says what the data is, a class; only a source that states
+ * advice (the RFC's ioprio bits) gives advice.  The cache weighs a class's
+ * built-in attributes by evidence but obeys advice, so a guess made here
+ * must not pose as advice. */
 static const char default_process[] =
   "# What a per-process interface sees: the task and its I/O priority.\n"
-  "ioprio_class=idle -> background+dontneed\n"
+  "ioprio_class=idle -> background\n"
   "rfc2014=dontneed -> dontneed\n"
   "rfc2014=evict -> evict\n"
   "rfc2014=willneed -> willneed\n"
@@ -135,8 +139,8 @@ static const char default_file[] =
   "label=index -> metadata\n"
   "label=journal -> journal\n"
   "label=wal -> journal\n"
-  "label=temp -> background+dontneed\n"
-  "object~^/backup/ -> background+dontneed\n"
+  "label=temp -> background\n"
+  "object~^/backup/ -> background\n"
   "label=table -> data\n"
   "label=toast -> data\n";
 
@@ -149,9 +153,9 @@ static const char default_io[] =
   "label=journal -> journal\n"
   "label=wal -> journal\n"
   "comm~^jbd2 -> journal\n"
-  "label=temp -> background+dontneed\n"
-  "object~^/backup/ -> background+dontneed\n"
-  "ioprio_class=idle -> background+dontneed\n"
+  "label=temp -> background\n"
+  "object~^/backup/ -> background\n"
+  "ioprio_class=idle -> background\n"
   "rfc2014=dontneed -> dontneed\n"
   "rfc2014=willneed -> willneed\n"
   "label=table -> data\n"
