@@ -9,6 +9,16 @@ static const char *const bypass_names[HC_BYPASS_COUNT] = {
   [HC_BYPASS_POLICY] = "policy",
 };
 
+static const char *const effect_names[HC_FX_KNOBS] = {
+  "cutoff", "probation", "admission", "placement", "demotion",
+};
+
+const char *
+hc_effect_name (unsigned i)
+{
+  return i < HC_FX_KNOBS ? effect_names[i] : NULL;
+}
+
 const char *
 hc_bypass_name (unsigned reason)
 {

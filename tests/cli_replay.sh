@@ -25,6 +25,16 @@ bad=$(echo "$out" | jq '[.[] | select(.misses < 0 or .misses > .accesses)] | len
 omin=$(echo "$out" | jq '[.[] | select(.strategy=="oracle" and .cache_blocks==4) | .misses] | .[0]')
 rmin=$(echo "$out" | jq '[.[] | select(.cache_blocks==4) | .misses] | min')
 [ "$omin" = "$rmin" ] || fail "the oracle ($omin) must have the fewest misses ($rmin)"
+# The hint effects in force at the end: all of them for a policy that does
+# not weigh evidence, a subset for the default, none named for the oracle.
+lru=$(echo "$out" | jq -c '[.[] | select(.policy=="lru") | .hint_effects] | unique')
+[ "$lru" = '[["cutoff","probation","admission","placement","demotion"]]' ] \
+  || fail "lru keeps every effect in force: $lru"
+ha=$(echo "$out" | jq '[.[] | select(.policy=="hintaware") | (.hint_effects | type == "array")
+                        and (.effect_changes | type == "number")] | all')
+[ "$ha" = true ] || fail "hintaware rows name their effects"
+[ "$(echo "$out" | jq '[.[] | select(.strategy=="oracle") | has("hint_effects")] | any')" = false ] \
+  || fail "the oracle has no effects"
 
 # The table, a percentage size, and the same numbers from the gzip copy.
 expect_status 0 "$hc" replay "$data/sample.csv" --cache 50% --policy lru --strategy none

@@ -161,6 +161,10 @@ print_json (const struct hc_replay_row *rows, size_t n)
     json_kv_uint (&j, "slow_writes", r->slow_writes);
     json_kv_uint (&j, "flash_bytes_written", r->flash_bytes_written);
     json_kv_uint (&j, "read_requests", r->read_requests);
+    if (r->strategy != HC_STRATEGY_ORACLE) {
+      json_kv_bits (&j, "hint_effects", r->hint_effects, hc_effect_name);
+      json_kv_uint (&j, "effect_changes", r->effect_changes);
+    }
     json_key (&j, "mean_read_latency_us");
     json_double (&j, r->mean_read_latency_us);
     json_key (&j, "p99_read_latency_us");

@@ -387,6 +387,8 @@ json_stats_members (struct json *j, const struct hc_stats *st, bool stats)
     json_kv_uint (j, "prefetched", st->prefetched);
     json_kv_uint (j, "fast_errors", st->errors_fast);
     json_kv_uint (j, "checksum_errors", st->errors_checksum);
+    json_kv_bits (j, "hint_effects", st->hint_effects, hc_effect_name);
+    json_kv_uint (j, "effect_changes", st->effect_changes);
   }
   json_key (j, "classes");
   json_object_begin (j);
@@ -431,6 +433,15 @@ print_stats_text (const struct hc_stats *st)
   printf ("commits %" PRIu64 ", flushes %" PRIu64 ", prefetched %" PRIu64 ", fast-tier errors %"
           PRIu64 ", checksum errors %" PRIu64 "\n", st->commits, st->flushes, st->prefetched,
           st->errors_fast, st->errors_checksum);
+  printf ("hint effects in force:");
+  const char *sep = " ";
+  for (unsigned i = 0; hc_effect_name (i); i++)
+    if (st->hint_effects >> i & 1) {
+      printf ("%s%s", sep, hc_effect_name (i));
+      sep = ", ";
+    }
+  printf ("%s (changed %" PRIu64 " times by the cache's evidence since open)\n",
+          *sep == ' ' ? " none" : "", st->effect_changes);
 }
 
 /* Writes a label value with the exposition format's escapes. */
@@ -518,6 +529,9 @@ print_stats_prometheus (const struct hc_stats *st, const char *volume)
     { "fast_errors_total", "counter", "Fast-tier errors survived (by bypassing it).", st->errors_fast },
     { "checksum_errors_total", "counter", "Cached blocks whose data failed its checksum.",
       st->errors_checksum },
+    { "hint_effect_changes_total", "counter",
+      "Times the cache's evidence changed the hint effects in force (since open).",
+      st->effect_changes },
   };
 
   for (size_t m = 0; m < sizeof per_op / sizeof per_op[0]; m++) {

@@ -102,3 +102,14 @@ json_double (struct json *j, double v)
 void json_kv_string (struct json *j, const char *k, const char *s) { json_key (j, k); json_string (j, s); }
 void json_kv_uint (struct json *j, const char *k, uint64_t v) { json_key (j, k); json_uint (j, v); }
 void json_kv_bool (struct json *j, const char *k, bool v) { json_key (j, k); json_bool (j, v); }
+
+void
+json_kv_bits (struct json *j, const char *key, uint64_t bits, const char *(*name) (unsigned))
+{
+  json_key (j, key);
+  json_array_begin (j);
+  for (unsigned i = 0; i < 64; i++)
+    if ((bits >> i & 1) && name (i))
+      json_string (j, name (i));
+  json_array_end (j);
+}

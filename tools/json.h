@@ -43,4 +43,8 @@ void json_kv_string (struct json *j, const char *key, const char *s);
 void json_kv_uint (struct json *j, const char *key, uint64_t v);
 void json_kv_bool (struct json *j, const char *key, bool v);
 
+/* "key": an array of name (i) for each bit i set in `bits` (bits whose
+ * name is NULL are left out). */
+void json_kv_bits (struct json *j, const char *key, uint64_t bits, const char *(*name) (unsigned));
+
 #endif /* HC_TOOLS_JSON_H */

@@ -126,6 +126,8 @@ struct hc_replay_row {
   uint64_t read_requests;
   double mean_read_latency_us, p99_read_latency_us;
   uint64_t latency_hist[HC_LAT_BUCKETS];   /* read requests by latency */
+  unsigned hint_effects;                   /* enum hc_effect bits in force at the end */
+  uint64_t effect_changes;                 /* times the evidence changed them */
 };
 
 /* What the trace held. */

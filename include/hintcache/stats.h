@@ -31,6 +31,28 @@ enum hc_bypass {
 };
 #define HC_BYPASS_COUNT 9
 
+/* Hint effects: the families of decisions hints (and two unhinted choices)
+ * change.  The default policy keeps each in force only while miniature
+ * simulations show it saves misses (hc_stats.hint_effects says which are
+ * now); other policies keep all.  Advice, and class attributes an
+ * administrator chose, apply whatever these say. */
+enum hc_effect {
+  HC_FX_SEQ_CUTOFF = 1u << 0, /* a miss on a stream past its cutoff is bypassed */
+  HC_FX_FILTER     = 1u << 1, /* new blocks start on probation (S3-FIFO's small
+                                 queue); off: straight into main (CLOCK-like) */
+  HC_FX_ADMIT      = 1u << 2, /* class admission rules and maximum shares */
+  HC_FX_PLACE      = 1u << 3, /* class priority: high ones protected, low ones
+                                 aged fast and not remembered */
+  HC_FX_DEMOTE     = 1u << 4, /* a written-back block of a class that does not admit
+                                 reads, a reclass to low priority: evicted next */
+};
+#define HC_FX_KNOBS 5
+#define HC_FX_ALL ((1u << HC_FX_KNOBS) - 1)
+
+/* Returns the name of effect bit number `i` ("cutoff", "probation",
+ * "admission", "placement", "demotion"), or NULL. */
+const char *hc_effect_name (unsigned i);
+
 /* Operations, as indices of the per-operation counters. */
 enum hc_stat_op { HC_STAT_READ = 0, HC_STAT_WRITE = 1 };
 
@@ -60,6 +82,8 @@ struct hc_stats {
   uint64_t errors_checksum; /* cached blocks whose data failed its checksum (clean ones
                              * were read from the slow tier and dropped; dirty ones
                              * returned EIO) */
+  uint64_t hint_effects;    /* enum hc_effect bits in force now (a gauge) */
+  uint64_t effect_changes;  /* times the evidence changed them since open */
 };
 
 /* Returns the name of a bypass reason ("sequential"), or NULL. */

@@ -392,4 +392,6 @@ hc_dir_stats (const struct hc_directory *d, struct hc_stats *out)
   out->cache_blocks = d->map.n;
   out->free_blocks = d->map.free.count;
   out->pending_blocks = d->map.pending.count;
+  out->hint_effects = d->policy.effects;
+  out->effect_changes = hc_dir_effect_changes (d);
 }

@@ -124,6 +124,8 @@ global_field (struct hc_stats *s, unsigned i, const char **name)
   case 5: *name = "prefetched"; return &s->prefetched;
   case 6: *name = "errors_fast"; return &s->errors_fast;
   case 7: *name = "errors_checksum"; return &s->errors_checksum;
+  case 8: *name = "hint_effects"; return &s->hint_effects;
+  case 9: *name = "effect_changes"; return &s->effect_changes;
   default: return NULL;
   }
 }

@@ -45,25 +45,13 @@ struct hc_access {
 /* May block c be evicted now (clean, not busy)? */
 typedef bool (*hc_evictable_fn) (void *arg, uint32_t c);
 
-/* Hint effects: the families of decisions that hints (and one unhinted
- * guess) change, each a bit of hc_policy.effects.  The cache directory
- * turns them on and off by measured evidence (src/cache/evidence.c) for a
- * policy that weighs it, and keeps all on for the others.  A class
- * attribute an administrator chose (hc_classes_chosen) applies whatever its
- * bit says: it is a bound, not a guess; and
- * advice (evict, dontneed, willneed) is a request, always obeyed. */
-enum hc_effect {
-  HC_FX_SEQ_CUTOFF = 1u << 0, /* a miss on a stream past its cutoff is bypassed */
-  HC_FX_FILTER     = 1u << 1, /* new blocks start on probation (S3-FIFO's small
-                                 queue); off: straight into main (CLOCK-like) */
-  HC_FX_ADMIT      = 1u << 2, /* class admission rules and shares, dontneed on a miss */
-  HC_FX_PLACE      = 1u << 3, /* class priority: high ones protected, low ones
-                                 aged fast and not remembered */
-  HC_FX_DEMOTE     = 1u << 4, /* a written-back block of a class that does not admit
-                                 reads, a reclass to low priority: evicted next */
-};
-#define HC_FX_KNOBS 5
-#define HC_FX_ALL ((1u << HC_FX_KNOBS) - 1)
+/* Hint effects (enum hc_effect, hintcache/stats.h): each a bit of
+ * hc_policy.effects.  The cache directory turns them on and off by
+ * measured evidence (src/cache/evidence.c) for a policy that weighs it,
+ * and keeps all on for the others.  A class attribute an administrator
+ * chose (hc_classes_chosen) applies whatever its bit says: it is a bound,
+ * not a guess; and advice (evict, dontneed, willneed) is a request, always
+ * obeyed. */
 /* What a policy that weighs evidence starts with: no hint effect (a wrong
  * one costs misses that later evidence cannot give back), S3-FIFO's filter. */
 #define HC_FX_START HC_FX_FILTER

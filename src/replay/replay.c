@@ -448,6 +448,10 @@ sim_finish (struct sim *s)
   row->accesses = row->read_accesses + row->write_accesses;
   row->misses = row->read_misses + row->write_misses;
   row->admissions = row->misses - row->bypasses;
+  if (!s->is_belady) {
+    row->hint_effects = hc_dir_effects (&s->dir);
+    row->effect_changes = hc_dir_effect_changes (&s->dir);
+  }
   uint64_t target = row->read_requests - row->read_requests / 100, seen = 0;
 
   row->mean_read_latency_us = row->read_requests ? s->lat_sum / row->read_requests : 0;
