@@ -368,6 +368,33 @@ test_evidence (void)
   CHECK (clock > filter + filter / 50, "the workload tells them apart (%u vs %u)", clock, filter);
   CHECK (w >= clock - clock / 100, "the better one is chosen (%u vs %u)", w, clock);
 
+  /* A copy (what the evidence does to its alternatives after a change)
+   * behaves as the original from then on, whatever it held before. */
+  struct hc_directory a, b;
+  CHECK (hc_dir_init_fixed (&a, 1500, HC_POLICY_HINTAWARE, NULL, HC_FX_ALL) == 0
+         && hc_dir_init_fixed (&b, 1500, HC_POLICY_HINTAWARE, NULL, HC_FX_ALL) == 0, "init");
+  rng = 5;
+  for (unsigned i = 0; i < 40000; i++) {
+    access1 (&a, zipf (), i % 7 ? none : meta, i % 5 == 0);
+    access1 (&b, next_rand () % 9000, none, false);
+  }
+  hc_dir_copy (&b, &a);
+  unsigned same = 0, differ = 0;
+  for (unsigned i = 0; i < 40000; i++) {
+    uint64_t origin = i % 3 ? zipf () : 50000 + i;
+    struct hc_hint h = i % 11 ? none : bg;
+    bool ha = access1 (&a, origin, h, i % 4 == 0), hb = access1 (&b, origin, h, i % 4 == 0);
+    if (ha == hb)
+      same++;
+    else
+      differ++;
+  }
+  CHECK (differ == 0 && hc_dir_find (&a, 7) == hc_dir_find (&b, 7),
+         "a copied directory behaves as its original (%u of %u accesses differ)", differ,
+         same + differ);
+  hc_dir_fini (&a);
+  hc_dir_fini (&b);
+
   /* The RAM budget, the miniature directories included: 24 bytes per
    * cached block at 1 M blocks; and what they add at 64 K. */
   const uint32_t sizes[2] = { 1u << 20, 1u << 16 };

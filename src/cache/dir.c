@@ -41,7 +41,7 @@ hc_dir_init (struct hc_directory *d, uint32_t n, unsigned policy_id, const hc_cl
 {
   int rc = init (d, n, policy_id, classes, defer_free);
 
-  if (rc < 0 || !d->policy.ops->weighs_evidence)
+  if (rc < 0 || !d->policy.ops->weighs_evidence || !d->policy.ops->copy)
     return rc;
   if ((rc = hc_evidence_new (n, policy_id, classes, HC_FX_START, &d->evidence)) < 0) {
     hc_dir_fini (d);
@@ -60,6 +60,16 @@ hc_dir_init_fixed (struct hc_directory *d, uint32_t n, unsigned policy_id,
   if (rc == 0)
     d->policy.effects = effects & HC_FX_ALL;
   return rc;
+}
+
+void
+hc_dir_copy (struct hc_directory *dst, const struct hc_directory *src)
+{
+  hc_map_copy (&dst->map, &src->map);
+  dst->policy.ops->copy (&dst->policy, &src->policy);
+  memcpy (dst->occupancy, src->occupancy, sizeof dst->occupancy);
+  memcpy (dst->ndirty, src->ndirty, sizeof dst->ndirty);
+  dst->stats = src->stats;
 }
 
 void

@@ -67,6 +67,10 @@ int hc_dir_init (struct hc_directory *d, uint32_t n, unsigned policy_id, const h
 int hc_dir_init_fixed (struct hc_directory *d, uint32_t n, unsigned policy_id,
                        const hc_classes *classes, unsigned effects);
 
+/* Makes dst, a directory without evidence of the same size and policy as
+ * src, a copy of src's map, policy state and counts (not its effects). */
+void hc_dir_copy (struct hc_directory *dst, const struct hc_directory *src);
+
 /* Fixes the effects in force from now on and stops gathering evidence. */
 void hc_dir_set_effects (struct hc_directory *d, unsigned effects);
 

@@ -27,8 +27,12 @@
  * latency a reader waits for count, and a random read is where a disk is
  * slowest.  When a flipped family leads by EV_MARGIN, the real cache takes
  * it: the two miniatures swap roles (the leader's state is the state the
- * new effects would have built), every other alternative now flips its
- * family relative to the new effects, and all scores restart.
+ * new effects would have built), every alternative is made a copy of it
+ * and flips its own family relative to the new effects, and all scores
+ * restart.  The copies matter: an alternative that kept a past built under
+ * other effects would score that past, not its flip (without them, on a
+ * trace with no hints at all, families that change nothing were taken on
+ * such noise).
  *
  * Start: the hint effects off (a wrong hint costs misses that later
  * evidence cannot give back) and S3-FIFO's probation on (the default's
@@ -89,6 +93,19 @@ assign (struct hc_evidence *e)
   e->mini[e->role[0]].policy.effects = e->effects;
   for (unsigned k = 0; k < HC_FX_KNOBS; k++)
     e->mini[e->role[1 + k]].policy.effects = e->effects ^ (1u << k);
+}
+
+/* After the effects changed: every alternative starts again from the
+ * state of the miniature that runs them, so that what it scores from now
+ * on is what its flip does, not what a different past left in it. */
+static void
+restart (struct hc_evidence *e)
+{
+  for (unsigned k = 0; k < HC_FX_KNOBS; k++) {
+    e->score[k] = 0;
+    hc_dir_copy (&e->mini[e->role[1 + k]], &e->mini[e->role[0]]);
+  }
+  assign (e);
 }
 
 int
@@ -183,9 +200,7 @@ hc_evidence_observe (struct hc_evidence *e, const struct hc_access *a)
     e->role[1 + best] = t;
     e->effects ^= 1u << best;
     e->changes++;
-    for (unsigned k = 0; k < HC_FX_KNOBS; k++)
-      e->score[k] = 0;
-    assign (e);
+    restart (e);
   }
   return e->effects;
 }

@@ -155,6 +155,16 @@ hc_map_init (struct hc_map *m, uint32_t n)
 }
 
 void
+hc_map_copy (struct hc_map *dst, const struct hc_map *src)
+{
+  memcpy (dst->region, src->region, src->region_bytes);
+  memcpy (dst->queue, src->queue, sizeof dst->queue);
+  dst->free = src->free;
+  dst->pending = src->pending;
+  dst->mapped = src->mapped;
+}
+
+void
 hc_map_fini (struct hc_map *m)
 {
   hc_free_huge (m->region, m->region_bytes);

@@ -99,6 +99,10 @@ void hc_map_fini (struct hc_map *m);
 /* Bytes of RAM the map uses. */
 size_t hc_map_bytes (const struct hc_map *m);
 
+/* Makes dst, a map of as many blocks as src, hold what src holds, in the
+ * same blocks and list orders. */
+void hc_map_copy (struct hc_map *dst, const struct hc_map *src);
+
 static inline uint64_t hc_meta_origin (uint64_t w) { return w & HC_M_ORIGIN_MASK; }
 static inline unsigned hc_meta_class (uint64_t w) { return (unsigned) ((w & HC_M_CLASS_MASK) >> HC_M_CLASS_SHIFT); }
 static inline unsigned hc_meta_queue (uint64_t w) { return (unsigned) ((w & HC_M_QUEUE_MASK) >> HC_M_QUEUE_SHIFT); }

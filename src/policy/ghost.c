@@ -52,6 +52,15 @@ hc_ghost_init (struct hc_ghost *g, uint32_t entries)
 }
 
 void
+hc_ghost_copy (struct hc_ghost *dst, const struct hc_ghost *src)
+{
+  for (unsigned i = 0; i < 2; i++)
+    memcpy (dst->bits[i], src->bits[i], src->nbits / 8);
+  dst->inserted = src->inserted;
+  dst->cur = src->cur;
+}
+
+void
 hc_ghost_fini (struct hc_ghost *g)
 {
   free (g->bits[0]);

@@ -148,4 +148,5 @@ const struct hc_policy_ops hc_policy_hintaware = {
   .remove = hc_s3_remove,
   .demote = hc_s3_demote,
   .bytes = hc_s3_bytes,
+  .copy = hc_s3_copy,
 };

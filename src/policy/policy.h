@@ -96,6 +96,9 @@ struct hc_policy_ops {
   void (*demote) (struct hc_policy *p, uint32_t c);
   /* Extra bytes of RAM beyond the map. */
   size_t (*bytes) (const struct hc_policy *p);
+  /* Makes dst's state (same policy, a map of the same size) a copy of
+   * src's.  Required of a policy that weighs evidence. */
+  void (*copy) (struct hc_policy *dst, const struct hc_policy *src);
 };
 
 struct hc_policy {
@@ -170,6 +173,8 @@ void hc_ghost_fini (struct hc_ghost *g);
 void hc_ghost_insert (struct hc_ghost *g, uint64_t origin);
 bool hc_ghost_contains (const struct hc_ghost *g, uint64_t origin);
 size_t hc_ghost_bytes (const struct hc_ghost *g);
+/* dst, sized as src, remembers what src does. */
+void hc_ghost_copy (struct hc_ghost *dst, const struct hc_ghost *src);
 
 extern const struct hc_policy_ops hc_policy_lru, hc_policy_s3fifo, hc_policy_hintaware,
     hc_policy_fifo, hc_policy_arc, hc_policy_sieve, hc_policy_twoq, hc_policy_wtinylfu;

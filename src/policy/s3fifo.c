@@ -140,6 +140,16 @@ hc_s3_hit (struct hc_policy *p, uint32_t c)
 }
 
 void
+hc_s3_copy (struct hc_policy *dst, const struct hc_policy *src)
+{
+  struct hc_s3 *d = dst->state;
+  const struct hc_s3 *s = src->state;
+
+  d->small_target = s->small_target;
+  hc_ghost_copy (&d->ghost, &s->ghost);
+}
+
+void
 hc_s3_remove (struct hc_policy *p, uint32_t c)
 {
   hc_policy_dequeue (p->map, c);

@@ -43,6 +43,9 @@ void hc_s3_hit (struct hc_policy *p, uint32_t c);
 
 void hc_s3_remove (struct hc_policy *p, uint32_t c);
 
+/* Copies the state of src into dst (caches of the same size). */
+void hc_s3_copy (struct hc_policy *dst, const struct hc_policy *src);
+
 /* Moves c to the eviction end of the small FIFO, counter 0, demoted. */
 void hc_s3_demote (struct hc_policy *p, uint32_t c);
 
