@@ -51,7 +51,8 @@
  * Constants.  The rate and the floor are the paper's; the margin (1/16 of
  * the floor) and the limit (the floor) were set before any trace was
  * measured and are the same for every workload.  Starting with every
- * effect off was checked against starting with the built-in ones on: on
+ * effect off was checked against starting with the built-in ones on
+ * (before alternatives restarted as copies): on
  * the development traces (the two shared ones and the demo's) starting on
  * looked better (1 hinted cell of 27 with read misses over 0.5 % above no
  * hints, against 5), on the six held-out traces of the recorded corpus it
