@@ -52,11 +52,11 @@
  * the floor) and the limit (the floor) were set before any trace was
  * measured and are the same for every workload.  Starting with every
  * effect off was checked against starting with the built-in ones on
- * (before alternatives restarted as copies): on
- * the development traces (the two shared ones and the demo's) starting on
- * looked better (1 hinted cell of 27 with read misses over 0.5 % above no
- * hints, against 5), on the six held-out traces of the recorded corpus it
- * was worse (7 of 54 against 3): a start that encodes the traces at hand
+ * (before alternatives restarted as copies): on the development traces
+ * (the two shared ones and the demo's) starting on looked better (1 or 2
+ * hinted cells of 27 with read misses over 0.5 % above no hints, against
+ * 5), on the six held-out traces of the recorded corpus it was worse (7 or
+ * 8 of 54, against 3): a start that encodes the traces at hand
  * does not travel, so the start stays what the argument above says.
  */
 #include <errno.h>
