@@ -775,6 +775,42 @@ test_paced_cleaning (void)
   hc_tier_close (slow);
 }
 
+/* dontneed over a range longer than the cache demotes every cached block
+ * of it, not only those among its first cache-size blocks. */
+static void
+test_dontneed_long_range (void)
+{
+  hc_tier *fast, *slow;
+  struct hc_format_opts fo = { .mode = HC_MODE_WRITEBACK };
+  static uint8_t buf[64 * 1024];
+  char why[200];
+
+  hc_tier_new_memory (FAST, &fast);
+  hc_tier_new_memory (SLOW, &slow);
+  hc_volume_format (fast, slow, &fo, why, sizeof why);
+  hc_volume *v = open_vol (fast, slow, false);
+  const uint64_t n = v->dir.map.n, end = SLOW / 4096;
+  CHECK (end > n + 64, "the slow tier is longer than the cache (%llu vs %llu blocks)",
+         (unsigned long long) end, (unsigned long long) n);
+  /* Cache the last 64 blocks, past the first n of the range. */
+  CHECK (hc_volume_read (v, buf, 64 * 4096, (end - 64) * 4096, NULL) == 0, "read");
+  CHECK (hc_volume_advise (v, 0, SLOW, (struct hc_hint) { .advice = HC_ADVICE_DONTNEED }) == 0,
+         "advise dontneed over the whole volume");
+  unsigned cached = 0, demoted = 0;
+  for (uint64_t b = end - 64; b < end; b++) {
+    uint32_t c = hc_dir_find (&v->dir, b);
+    if (c != HC_NIL) {
+      cached++;
+      demoted += (v->dir.map.blk[c].meta & HC_M_DEMOTED) != 0;
+    }
+  }
+  CHECK (cached == 64 && demoted == 64, "%u of %u cached blocks past the first %llu demoted",
+         demoted, cached, (unsigned long long) n);
+  CHECK (hc_volume_close (v) == 0, "close");
+  hc_tier_close (fast);
+  hc_tier_close (slow);
+}
+
 /* A class rule an administrator chose is a bound: obeyed from the first
  * request, whatever the evidence says. */
 static void
@@ -818,6 +854,7 @@ main (void)
   test_whole_slow_tier ();
   test_hints ();
   test_chosen_class_rule ();
+  test_dontneed_long_range ();
   test_mode_switch_discard_zero ();
   test_fast_errors ();
   test_threads ();

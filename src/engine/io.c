@@ -1543,10 +1543,19 @@ hc_volume_advise_from (hc_volume *v, uint64_t off, uint64_t len, struct hc_hint 
       reclass_range (v, b0, b1, cls);
   }
   if (hint.advice == HC_ADVICE_DONTNEED) {
-    for (uint64_t b = b0; b < b1 && b - b0 <= v->dir.map.n; b++) {
-      uint32_t c = hc_dir_find (&v->dir, b);
-      if (c != HC_NIL)
-        hc_dir_demote (&v->dir, c);
+    /* The range's blocks or the cache's, whichever are fewer. */
+    if (b1 - b0 <= v->dir.map.n) {
+      for (uint64_t b = b0; b < b1; b++) {
+        uint32_t c = hc_dir_find (&v->dir, b);
+        if (c != HC_NIL)
+          hc_dir_demote (&v->dir, c);
+      }
+    } else {
+      for (uint32_t c = 0; c < v->dir.map.n; c++) {
+        uint64_t w = v->dir.map.blk[c].meta;
+        if ((w & HC_M_VALID) && hc_meta_origin (w) >= b0 && hc_meta_origin (w) < b1)
+          hc_dir_demote (&v->dir, c);
+      }
     }
   } else if (hint.advice == HC_ADVICE_WILLNEED && b0 < b1) {
     queue_prefetch (v, b0, b1, hint);
