@@ -782,7 +782,7 @@ test_dontneed_long_range (void)
 {
   hc_tier *fast, *slow;
   struct hc_format_opts fo = { .mode = HC_MODE_WRITEBACK };
-  static uint8_t buf[64 * 1024];
+  static uint8_t buf[64 * 4096];
   char why[200];
 
   hc_tier_new_memory (FAST, &fast);
@@ -793,7 +793,7 @@ test_dontneed_long_range (void)
   CHECK (end > n + 64, "the slow tier is longer than the cache (%llu vs %llu blocks)",
          (unsigned long long) end, (unsigned long long) n);
   /* Cache the last 64 blocks, past the first n of the range. */
-  CHECK (hc_volume_read (v, buf, 64 * 4096, (end - 64) * 4096, NULL) == 0, "read");
+  CHECK (hc_volume_read (v, buf, sizeof buf, (end - 64) * 4096, NULL) == 0, "read");
   CHECK (hc_volume_advise (v, 0, SLOW, (struct hc_hint) { .advice = HC_ADVICE_DONTNEED }) == 0,
          "advise dontneed over the whole volume");
   unsigned cached = 0, demoted = 0;
