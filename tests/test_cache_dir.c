@@ -322,6 +322,20 @@ beside_hits (enum beside kind, struct hc_hint h, int effects)
   return hits;
 }
 
+/* A hint that lies (hint h on workload `kind`): obeyed it hurts, weighed it
+ * costs no more than 0.5 %. */
+static void
+lie_costs_nothing (enum beside kind, struct hc_hint h, const char *what)
+{
+  const int weighed = -1, obeyed = HC_FX_ALL & ~HC_FX_SEQ_CUTOFF;
+  unsigned u = beside_hits (kind, (struct hc_hint) { 0 }, weighed),
+           w = beside_hits (kind, h, weighed), o = beside_hits (kind, h, obeyed);
+
+  printf ("%s: unhinted %u, weighed %u, obeyed %u\n", what, u, w, o);
+  CHECK (o < u - u / 20, "%s: the lie hurts when obeyed (%u vs %u)", what, o, u);
+  CHECK (w >= u - u / 200, "%s: weighed, it costs no more than 0.5 %% (%u vs %u)", what, w, u);
+}
+
 /* Hints as evidence (evidence.c): a hint that lies costs nothing, one that
  * is right is taken, and without hints the better unhinted behaviour is
  * chosen.  Each case is also run with the effects fixed, to show that the
@@ -332,29 +346,16 @@ test_evidence (void)
   const struct hc_hint none = { 0 }, bg = { .cls = HC_CLASS_BACKGROUND },
                        meta = { .cls = HC_CLASS_METADATA };
   const int weighed = -1, obeyed = HC_FX_ALL & ~HC_FX_SEQ_CUTOFF;
-  unsigned u, w, o;
 
   zipf_setup ();
   /* 1. "background" on data read back soon: the class says do not admit. */
-  u = beside_hits (READ_BACK, none, weighed);
-  w = beside_hits (READ_BACK, bg, weighed);
-  o = beside_hits (READ_BACK, bg, obeyed);
-  printf ("read back, hinted background: unhinted %u, weighed %u, obeyed %u\n", u, w, o);
-  CHECK (o < u - u / 20, "the lie hurts when obeyed (%u vs %u)", o, u);
-  CHECK (w >= u - u / 200, "weighed, it costs no more than 0.5 %% (%u vs %u)", w, u);
-
+  lie_costs_nothing (READ_BACK, bg, "read back, hinted background");
   /* 2. "metadata" on a cold scan: the class says protect. */
-  u = beside_hits (COLD_SCAN, none, weighed);
-  w = beside_hits (COLD_SCAN, meta, weighed);
-  o = beside_hits (COLD_SCAN, meta, obeyed);
-  printf ("cold scan, hinted metadata: unhinted %u, weighed %u, obeyed %u\n", u, w, o);
-  CHECK (o < u - u / 20, "the lie hurts when obeyed (%u vs %u)", o, u);
-  CHECK (w >= u - u / 200, "weighed, it costs no more than 0.5 %% (%u vs %u)", w, u);
+  lie_costs_nothing (COLD_SCAN, meta, "cold scan, hinted metadata");
 
   /* 3. A right hint: the hot set is metadata, a flood beside it. */
-  u = beside_hits (HOT_HINTED, none, weighed);
-  w = beside_hits (HOT_HINTED, meta, weighed);
-  o = beside_hits (HOT_HINTED, meta, obeyed);
+  unsigned u = beside_hits (HOT_HINTED, none, weighed), w = beside_hits (HOT_HINTED, meta, weighed),
+           o = beside_hits (HOT_HINTED, meta, obeyed);
   printf ("hot set hinted metadata: unhinted %u, weighed %u, obeyed %u\n", u, w, o);
   CHECK (o > u + u / 20, "the truth pays when obeyed (%u vs %u)", o, u);
   CHECK (w > u + (o - u) / 2, "weighed, it is taken (%u vs %u, obeyed %u)", w, u, o);
