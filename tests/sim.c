@@ -705,7 +705,11 @@ client_main (void *arg)
                          : below (&c->rng, own - len + 1);
       do_write (c, own0 + off, len, below (&c->rng, 8) == 0, false, false, &ctx);
     } else if (r < 68) { /* read anything */
-      len = below (&c->rng, 2) ? (1 + below (&c->rng, 4)) * BS : 1 + below (&c->rng, 3 * BS);
+      /* Whole blocks, now and then many (a run of misses or hits, past a
+       * batch's size and around the stripes), or anything. */
+      len = below (&c->rng, 2) ? (1 + below (&c->rng, below (&c->rng, 8) ? 4 : 80)) * BS
+                               : 1 + below (&c->rng, 3 * BS);
+      len = len < vol ? len : vol;
       off = (len % BS == 0 && below (&c->rng, 2)) ? below (&c->rng, vol / BS - len / BS + 1) * BS
                                                   : below (&c->rng, vol - len + 1);
       do_read (c, off, len, &ctx);

@@ -584,6 +584,137 @@ read_hits (hc_volume *v, uint64_t blk, unsigned n, uint8_t *dst, struct req *r)
   return rc < 0 ? rc : (long) k;
 }
 
+/* Takes the stripes of blocks blk … blk+n−1 (n ≤ HC_STRIPES_MIN, so no
+ * stripe twice), shared or exclusive, in ascending stripe order as every
+ * locker of several stripes does (so none of them can wait on another).
+ * Consecutive blocks have consecutive stripes, wrapping at most once. */
+static void
+lock_run (hc_volume *v, uint64_t blk, unsigned n, bool excl)
+{
+  unsigned first = (unsigned) (blk & (v->nstripes - 1));
+  unsigned wrap = first + n > v->nstripes ? first + n - v->nstripes : 0;
+
+  for (unsigned s = 0; s < wrap; s++)
+    excl ? hc_wrlock (&v->stripes[s]) : hc_rdlock (&v->stripes[s]);
+  for (unsigned s = first; s < first + n - wrap; s++)
+    excl ? hc_wrlock (&v->stripes[s]) : hc_rdlock (&v->stripes[s]);
+}
+
+static void
+unlock_run (hc_volume *v, uint64_t blk, unsigned n)
+{
+  for (unsigned i = n; i-- > 0;)
+    pthread_rwlock_unlock (stripe (v, blk + i));
+}
+
+/* Reads whole blocks blk … blk+n−1 (n ≤ MISS_BATCH) while they are misses:
+ * the run is one read of the slow tier, straight into the caller's buffer,
+ * and the blocks the policy admits are written to the fast tier from there,
+ * each run of them that got consecutive cache blocks as one write, and
+ * installed in one trip through the volume lock.  A miss of many blocks
+ * therefore costs one slow-tier round trip, admitted or declined, rather
+ * than one per block.  The run's stripes are held shared throughout, as
+ * read_block holds one: no write can land between the slow read and the
+ * install.  Blocks are taken without waiting for the cleaner (it skips
+ * blocks whose stripes are held, and this holds many): with no clean room,
+ * a block is declined as full.  Stops before the first block that is
+ * cached (or dirty in pass-through): read_hits or read_block takes it.
+ * Returns the blocks read (0: the first was cached after all), or a
+ * negative errno. */
+#define MISS_BATCH HC_STRIPES_MIN
+
+static long
+read_misses (hc_volume *v, uint64_t blk, unsigned n, uint8_t *dst, struct req *r)
+{
+  uint32_t newc[MISS_BATCH];
+  struct hc_access a[MISS_BATCH];
+  unsigned k, admitted = 0;
+  int rc;
+
+  lock_run (v, blk, n, false);
+  hc_lock (&v->lock);
+  req_start (v, r);
+  bool pass = v->mode == HC_MODE_PASSTHROUGH;
+  for (k = 0; k < n; k++) {
+    if (hc_dir_find (&v->dir, blk + k) != HC_NIL)
+      break;
+    a[k] = (struct hc_access) { .origin = blk + k, .hint = hc_vol_resolve (v, blk + k, r->ctx),
+                                .seq = r->seq };
+    v->dir.stats.cls[a[k].hint.cls].bytes[HC_STAT_READ] += v->bs;
+    enum hc_bypass why = HC_BYPASS_MODE;
+    newc[k] = HC_NIL;
+    if (pass)
+      v->dir.stats.cls[a[k].hint.cls].misses[0]++;
+    else if (hc_dir_access (&v->dir, &a[k]) != HC_NIL) /* cannot be: looked up above */
+      break;
+    else if (around (v, r))
+      why = HC_BYPASS_ERROR;
+    else if (hc_dir_admit (&v->dir, &a[k], &why) && !v->opts.read_only)
+      newc[k] = take_block (v, &a[k], &why, false);
+    if (newc[k] == HC_NIL)
+      hc_dir_bypass (&v->dir, &a[k], why);
+    else
+      admitted++;
+  }
+  pthread_mutex_unlock (&v->lock);
+
+  if (k < n)
+    for (unsigned i = n; i-- > k;)
+      pthread_rwlock_unlock (stripe (v, blk + i));
+  if (k == 0)
+    return 0;
+  rc = hc_tier_read (v->slow, dst, (size_t) k << v->bshift, blk << v->bshift);
+  if (rc < 0 || admitted == 0) {
+    if (rc < 0 && admitted) {
+      hc_lock (&v->lock);
+      for (unsigned i = 0; i < k; i++)
+        if (newc[i] != HC_NIL)
+          untake (v, newc[i]);
+      pthread_mutex_unlock (&v->lock);
+    }
+    unlock_run (v, blk, k);
+    return rc < 0 ? rc : (long) k;
+  }
+
+  /* Fill: each run of admitted blocks in consecutive cache blocks is one
+   * write, and its blocks are installed (or given back) under one lock. */
+  bool commit_now = false;
+  for (unsigned i = 0, j; i < k; i = j) {
+    if (newc[i] == HC_NIL) {
+      j = i + 1;
+      continue;
+    }
+    for (j = i + 1; j < k && newc[j] != HC_NIL && newc[j] == newc[j - 1] + 1; j++)
+      ;
+    const uint8_t *src = dst + ((size_t) i << v->bshift);
+    int w = around (v, r) ? -EIO
+                          : hc_tier_write (v->fast, src, (size_t) (j - i) << v->bshift,
+                                           fast_off (v, newc[i]), 0);
+    hc_lock (&v->lock);
+    if (w < 0 && !r->around)
+      fast_failed (v, w);
+    else if (w == 0)
+      fast_ok (v);
+    for (unsigned x = i; x < j; x++) {
+      if (w < 0) {
+        untake (v, newc[x]);
+        hc_dir_bypass (&v->dir, &a[x], HC_BYPASS_ERROR);
+      } else if (install (v, newc[x], &a[x])) {
+        hc_meta_record_block (v, newc[x]);
+        set_sum (v, newc[x], blk + x, dst + ((size_t) x << v->bshift));
+        v->dir.stats.cls[a[x].hint.cls].flash_bytes_written += v->bs;
+      }
+    }
+    maybe_commit_soon (v, &commit_now);
+    pthread_mutex_unlock (&v->lock);
+    if (w < 0)
+      r->around = true; /* the rest of the request goes around */
+  }
+  unlock_run (v, blk, k);
+  rc = commit_now ? hc_meta_commit (v, false) : 0;
+  return rc < 0 ? rc : (long) k;
+}
+
 /* ---------------------------------------------------------------------------
  * Write.
  */
@@ -997,7 +1128,6 @@ write_batch (hc_volume *v, uint64_t blk, unsigned n, const uint8_t *src, unsigne
              struct req *r, bool *commit_after)
 {
   struct batch *bt = malloc (sizeof *bt);
-  unsigned first = (unsigned) (blk & (v->nstripes - 1)), wrap;
   int rc = 0;
 
   if (!bt)
@@ -1022,19 +1152,11 @@ write_batch (hc_volume *v, uint64_t blk, unsigned n, const uint8_t *src, unsigne
    * rather than one cache miss at a time under the lock. */
   for (unsigned i = 0; i < n; i++)
     hc_map_prefetch (&v->dir.map, blk + i);
-  /* Consecutive blocks have consecutive stripes, wrapping at most once. */
-  wrap = first + n > v->nstripes ? first + n - v->nstripes : 0;
-  for (unsigned s = 0; s < wrap; s++)
-    hc_wrlock (&v->stripes[s]);
-  for (unsigned s = first; s < first + n - wrap; s++)
-    hc_wrlock (&v->stripes[s]);
+  lock_run (v, blk, n, true);
   for (unsigned i = 0; i < n && rc == 0; i++)
     rc = write_block (v, blk + i, 0, v->bs, src + (size_t) i * v->bs, flags, r, commit_after, bt);
   int frc = flush_batch (v, bt, r, commit_after);
-  for (unsigned s = first + n - wrap; s-- > first;)
-    pthread_rwlock_unlock (&v->stripes[s]);
-  for (unsigned s = wrap; s-- > 0;)
-    pthread_rwlock_unlock (&v->stripes[s]);
+  unlock_run (v, blk, n);
   free (bt);
   return rc < 0 ? rc : frc;
 }
@@ -1110,8 +1232,10 @@ hc_volume_read (hc_volume *v, void *buf, size_t len, uint64_t off, const struct 
     uint32_t blen = v->bs - boff < len ? v->bs - boff : (uint32_t) len;
     uint64_t whole = boff ? 0 : len >> v->bshift;
     long got = 0;
-    if (whole >= 2 && (got = read_hits (v, blk, whole < READ_BATCH ? (unsigned) whole : READ_BATCH,
-                                        dst, &r)) != 0) {
+    if (whole >= 2
+        && ((got = read_hits (v, blk, whole < READ_BATCH ? (unsigned) whole : READ_BATCH, dst, &r))
+            || (got = read_misses (v, blk, whole < MISS_BATCH ? (unsigned) whole : MISS_BATCH, dst,
+                                   &r)))) {
       rc = got < 0 ? (int) got : 0;
       blen = got < 0 ? 0 : (uint32_t) got << v->bshift;
     } else
