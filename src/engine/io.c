@@ -731,12 +731,18 @@ write_slow_span (hc_volume *v, uint64_t blk, uint32_t boff, uint32_t blen, const
                         (flags & HC_VOL_FUA) ? HC_TIER_FUA : 0);
 }
 
-/* Whole-block writes in write-back mode are batched: a request's blocks
- * are decided one by one as always, but the copies-on-write that only need
- * their data put on the fast tier and their mapping recorded are deferred,
- * so that blocks taken one after the other go out as one write and are
- * recorded in one trip through the volume lock (write_batch).  Up to
- * BATCH_BLOCKS at a time; the caller holds all their stripes. */
+/* Whole-block writes in write-back and write-through modes are batched: a
+ * request's blocks are decided one by one as always, but the copies-on-write
+ * are deferred, so that blocks taken one after the other go out as one
+ * write and are recorded in one trip through the volume lock (write_batch).
+ * In write-through, the slow tier's part is deferred too: after every new
+ * copy is on the fast tier and recorded, one commit (if any block replaced
+ * a clean copy, or the slow tier must not change before an unmapping is
+ * durable), then each run of consecutive blocks is one slow-tier write,
+ * then the copies are marked clean — the order write_block keeps for one
+ * block, kept for the run, so a request costs one commit, not one per
+ * block.  Up to BATCH_BLOCKS at a time; the caller holds all their
+ * stripes. */
 #define BATCH_BLOCKS 64
 
 struct deferred {
@@ -744,6 +750,9 @@ struct deferred {
                          * (c itself: rewritten in place) */
   const uint8_t *src;   /* the block's new data */
   struct hc_access a;
+  bool to_slow;         /* write-through: the slow tier takes it after the commit */
+  bool commit_first;    /* and that commit is needed */
+  bool slow_pending;    /* on the fast tier and mapped: its slow write is due */
 };
 
 struct batch {
@@ -943,8 +952,9 @@ write_block (hc_volume *v, uint64_t blk, uint32_t boff, uint32_t blen, const uin
   pthread_mutex_unlock (&v->lock);
 
   /* A plain copy-on-write of a whole block: the batch finishes it. */
-  if (bt && newc != HC_NIL && full && !to_slow) {
-    bt->e[bt->n++] = (struct deferred) { .c = c, .newc = newc, .src = src, .a = a };
+  if (bt && newc != HC_NIL && full) {
+    bt->e[bt->n++] = (struct deferred) { .c = c, .newc = newc, .src = src, .a = a,
+                                         .to_slow = to_slow, .commit_first = commit_first };
     goto out;
   }
 
@@ -1046,6 +1056,50 @@ out:
   return rc;
 }
 
+/* The slow tier's part of a write-through batch whose new copies are on
+ * the fast tier and recorded (dirty): one commit if any block needs it,
+ * then each run of blocks consecutive in the volume and in the request as
+ * one slow-tier write, then those copies clean again.  A failed slow write
+ * leaves its copies dirty (the cleaner writes them back) and fails the
+ * request, as write_block does.  Returns 0 or the first error. */
+static int
+write_through_batch (hc_volume *v, struct batch *bt)
+{
+  bool any = false, commit = false;
+  int rc = 0;
+
+  for (unsigned i = 0; i < bt->n; i++) {
+    any |= bt->e[i].slow_pending;
+    commit |= bt->e[i].slow_pending && bt->e[i].commit_first;
+  }
+  if (!any || (commit && (rc = hc_meta_commit (v, false)) < 0))
+    return rc;
+  for (unsigned i = 0, j; i < bt->n; i = j) {
+    if (!bt->e[i].slow_pending) {
+      j = i + 1;
+      continue;
+    }
+    for (j = i + 1; j < bt->n && bt->e[j].slow_pending
+                    && bt->e[j].a.origin == bt->e[j - 1].a.origin + 1
+                    && bt->e[j].src == bt->e[j - 1].src + v->bs; j++)
+      ;
+    int w = hc_tier_write (v->slow, bt->e[i].src, (size_t) (j - i) << v->bshift,
+                           bt->e[i].a.origin << v->bshift,
+                           (bt->flags & HC_VOL_FUA) ? HC_TIER_FUA : 0);
+    hc_lock (&v->lock);
+    v->slow_dirty = true;
+    for (unsigned k = i; k < j && w == 0; k++)
+      if (hc_dir_find (&v->dir, bt->e[k].a.origin) == bt->e[k].newc) {
+        hc_dir_set_clean (&v->dir, bt->e[k].newc);
+        hc_meta_record_block (v, bt->e[k].newc);
+      }
+    pthread_mutex_unlock (&v->lock);
+    if (w < 0 && rc == 0)
+      rc = w;
+  }
+  return rc;
+}
+
 /* Finishes a batch's deferred copies-on-write: each run of new blocks that
  * follow one another on the fast tier and in the request is one write, and
  * the mappings are installed (or moved from the old copies) and recorded as
@@ -1100,6 +1154,7 @@ flush_batch (hc_volume *v, struct batch *bt, struct req *r, bool *commit_after)
         set_sum (v, d->newc, d->a.origin, d->src);
         v->dir.stats.cls[d->a.hint.cls].flash_bytes_written += v->bs;
         note_fua (v, d->newc, bt->flags);
+        d->slow_pending = d->to_slow;
       }
     }
     pthread_mutex_unlock (&v->lock);
@@ -1116,8 +1171,9 @@ flush_batch (hc_volume *v, struct batch *bt, struct req *r, bool *commit_after)
       }
     }
   }
+  int e = write_through_batch (v, bt);
   bt->n = 0;
-  return rc;
+  return rc < 0 ? rc : e;
 }
 
 /* Writes n (≤ BATCH_BLOCKS) whole blocks from blk on, holding all their
@@ -1272,9 +1328,10 @@ hc_volume_write (hc_volume *v, const void *buf, size_t len, uint64_t off, unsign
     uint32_t boff = (uint32_t) (off & (v->bs - 1));
     uint32_t blen = v->bs - boff < len ? v->bs - boff : (uint32_t) len;
     uint64_t whole = boff ? 0 : len >> v->bshift;
-    if (whole >= 2 && __atomic_load_n (&v->mode, __ATOMIC_RELAXED) == HC_MODE_WRITEBACK) {
+    enum hc_mode mode = __atomic_load_n (&v->mode, __ATOMIC_RELAXED);
+    if (whole >= 2 && (mode == HC_MODE_WRITEBACK || mode == HC_MODE_WRITETHROUGH)) {
       /* (The mode is read without the lock only to choose the way; each
-       * block decides under the lock, and only write-back defers.) */
+       * block decides under the lock.) */
       unsigned n = whole < BATCH_BLOCKS ? (unsigned) whole : BATCH_BLOCKS;
       rc = write_batch (v, blk, n, src, flags, &r, &commit);
       blen = n * v->bs;
