@@ -115,7 +115,8 @@ fio_run() {              # fio_run NAME EXPORT RW BS QD OFFSET SIZE IO_SIZE -> a
   [ "$io" = timed ] && timed=(--time_based --runtime="$secs" --ramp_time=1) && io=$size
   fio --name=b --ioengine=nbd --uri="nbd+unix:///$export?socket=$dir/$name.sock" --rw="$rw" \
       --bs="$bs" --iodepth="$qd" --numjobs=1 --offset="$off" --size="$size" --io_size="$io" \
-      "${timed[@]}" --randrepeat=0 --output-format=json --output="$dir/fio.json" >/dev/null 2>&1
+      "${timed[@]}" --randrepeat=0 --output-format=json --output="$dir/fio.json" >"$dir/fio.out" 2>&1 \
+    || { echo "bench_matrix: fio failed on $name: $(tail -3 "$dir/fio.out")" >&2; exit 1; }
   case $bs in
     1M) jq '[.jobs[0].read.bw_bytes, .jobs[0].write.bw_bytes] | add / 1000000 | floor' "$dir/fio.json" ;;
     *) jq '[.jobs[0].read.iops, .jobs[0].write.iops] | add | floor' "$dir/fio.json" ;;
@@ -175,7 +176,7 @@ for mode in writethrough writeback; do
       for d in read write; do
         for qd in 1 16; do
           label="$mode hits placed by $how: $pname $d QD$qd"
-          wanted "$label" && cells+=("$label:$rand$d:$bs:$qd")
+          wanted "$label" && cells+=("$label|$rand$d|$bs|$qd")
         done
       done
     done
@@ -186,7 +187,7 @@ for mode in writethrough writeback; do
       place hintcache "$how"; place filter "$how"; place file-fast writes
       [ "$mode" = writeback ] && "$cli" clean --socket "$dir/control.sock" >/dev/null
       for cell in "${cells[@]}"; do
-        IFS=: read -r label rw bs qd <<<"$cell"
+        IFS='|' read -r label rw bs qd <<<"$cell"
         for s in hintcache file-fast filter; do
           x=$(fio_run "$s" "" "$rw" "$bs" "$qd" 0 "$ws" timed)
           [ "$x" -gt "${best[$label/$s]:-0}" ] && best[$label/$s]=$x
@@ -194,7 +195,7 @@ for mode in writethrough writeback; do
       done
     done
     for cell in "${cells[@]}"; do
-      IFS=: read -r label rw bs qd <<<"$cell"
+      IFS='|' read -r label rw bs qd <<<"$cell"
       unit=IOPS; [ "$bs" = 1M ] && unit=MB/s
       row "$label" "$unit" "${best[$label/hintcache]}" "${best[$label/file-fast]}" \
         "${best[$label/filter]}" 0.90

@@ -143,6 +143,13 @@ hc_dir_access (struct hc_directory *d, const struct hc_access *a)
 }
 
 void
+hc_dir_miss (struct hc_directory *d, const struct hc_access *a)
+{
+  observe (d, a);
+  d->stats.cls[a->hint.cls].misses[a->write]++;
+}
+
+void
 hc_dir_hit (struct hc_directory *d, uint32_t c, const struct hc_access *a)
 {
   observe (d, a);

@@ -98,6 +98,10 @@ hc_dir_find (const struct hc_directory *d, uint64_t origin)
  * policy told) or HC_NIL (a miss: counted). */
 uint32_t hc_dir_access (struct hc_directory *d, const struct hc_access *a);
 
+/* A miss of a->origin, which hc_dir_find found absent: counted — what
+ * hc_dir_access does on a miss, without looking it up again. */
+void hc_dir_miss (struct hc_directory *d, const struct hc_access *a);
+
 /* A hit on block c, which holds a->origin (found with hc_dir_find): counted,
  * and the policy told — what hc_dir_access does on a hit. */
 void hc_dir_hit (struct hc_directory *d, uint32_t c, const struct hc_access *a);

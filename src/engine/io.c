@@ -584,7 +584,7 @@ read_hits (hc_volume *v, uint64_t blk, unsigned n, uint8_t *dst, struct req *r)
   return rc < 0 ? rc : (long) k;
 }
 
-/* Takes the stripes of blocks blk … blk+n−1 (n ≤ HC_STRIPES_MIN, so no
+/* Takes the stripes of blocks blk … blk+n−1 (n ≤ v->nstripes, so no
  * stripe twice), shared or exclusive, in ascending stripe order as every
  * locker of several stripes does (so none of them can wait on another).
  * Consecutive blocks have consecutive stripes, wrapping at most once. */
@@ -621,7 +621,7 @@ unlock_run (hc_volume *v, uint64_t blk, unsigned n)
  * cached (or dirty in pass-through): read_hits or read_block takes it.
  * Returns the blocks read (0: the first was cached after all), or a
  * negative errno. */
-#define MISS_BATCH HC_STRIPES_MIN
+#define MISS_BATCH 256 /* at most v->nstripes */
 
 static long
 read_misses (hc_volume *v, uint64_t blk, unsigned n, uint8_t *dst, struct req *r)
@@ -631,11 +631,16 @@ read_misses (hc_volume *v, uint64_t blk, unsigned n, uint8_t *dst, struct req *r
   unsigned k, admitted = 0;
   int rc;
 
+  enum { AHEAD = 16 }; /* the map's buckets loading ahead, as in read_hits */
+  for (unsigned i = 0; i < n && i < AHEAD; i++)
+    hc_map_prefetch (&v->dir.map, blk + i);
   lock_run (v, blk, n, false);
   hc_lock (&v->lock);
   req_start (v, r);
   bool pass = v->mode == HC_MODE_PASSTHROUGH;
   for (k = 0; k < n; k++) {
+    if (k + AHEAD < n)
+      hc_map_prefetch (&v->dir.map, blk + k + AHEAD);
     if (hc_dir_find (&v->dir, blk + k) != HC_NIL)
       break;
     a[k] = (struct hc_access) { .origin = blk + k, .hint = hc_vol_resolve (v, blk + k, r->ctx),
@@ -643,14 +648,15 @@ read_misses (hc_volume *v, uint64_t blk, unsigned n, uint8_t *dst, struct req *r
     v->dir.stats.cls[a[k].hint.cls].bytes[HC_STAT_READ] += v->bs;
     enum hc_bypass why = HC_BYPASS_MODE;
     newc[k] = HC_NIL;
-    if (pass)
+    if (pass) {
       v->dir.stats.cls[a[k].hint.cls].misses[0]++;
-    else if (hc_dir_access (&v->dir, &a[k]) != HC_NIL) /* cannot be: looked up above */
-      break;
-    else if (around (v, r))
-      why = HC_BYPASS_ERROR;
-    else if (hc_dir_admit (&v->dir, &a[k], &why) && !v->opts.read_only)
-      newc[k] = take_block (v, &a[k], &why, false);
+    } else {
+      hc_dir_miss (&v->dir, &a[k]);
+      if (around (v, r))
+        why = HC_BYPASS_ERROR;
+      else if (hc_dir_admit (&v->dir, &a[k], &why) && !v->opts.read_only)
+        newc[k] = take_block (v, &a[k], &why, false);
+    }
     if (newc[k] == HC_NIL)
       hc_dir_bypass (&v->dir, &a[k], why);
     else
@@ -731,23 +737,24 @@ write_slow_span (hc_volume *v, uint64_t blk, uint32_t boff, uint32_t blen, const
                         (flags & HC_VOL_FUA) ? HC_TIER_FUA : 0);
 }
 
-/* Whole-block writes in write-back and write-through modes are batched: a
- * request's blocks are decided one by one as always, but the copies-on-write
- * are deferred, so that blocks taken one after the other go out as one
- * write and are recorded in one trip through the volume lock (write_batch).
- * In write-through, the slow tier's part is deferred too: after every new
- * copy is on the fast tier and recorded, one commit (if any block replaced
- * a clean copy, or the slow tier must not change before an unmapping is
+/* Whole-block writes are batched: a request's blocks are decided one by
+ * one as always, but the copies-on-write are deferred, so that blocks taken
+ * one after the other go out as one write and are recorded in one trip
+ * through the volume lock (write_batch).  The slow tier's part is deferred
+ * too — a write-through copy's, and a block's that goes to the slow tier
+ * alone (declined, written around, passed through): after every new copy
+ * is on the fast tier and recorded, one commit (if any block replaced a
+ * clean copy, or the slow tier must not change before an unmapping is
  * durable), then each run of consecutive blocks is one slow-tier write,
- * then the copies are marked clean — the order write_block keeps for one
- * block, kept for the run, so a request costs one commit, not one per
- * block.  Up to BATCH_BLOCKS at a time; the caller holds all their
- * stripes. */
-#define BATCH_BLOCKS 64
+ * then the write-through copies are marked clean — the order write_block
+ * keeps for one block, kept for the run, so a request costs one commit and
+ * one slow write per run, not per block.  Up to BATCH_BLOCKS at a time; the
+ * caller holds all their stripes. */
+#define BATCH_BLOCKS 256 /* 1 MiB of 4 KiB blocks; at most v->nstripes */
 
 struct deferred {
   uint32_t c, newc;     /* the copy being replaced (HC_NIL on a miss), the new block
-                         * (c itself: rewritten in place) */
+                         * (c itself: rewritten in place; HC_NIL: the slow tier alone) */
   const uint8_t *src;   /* the block's new data */
   struct hc_access a;
   bool to_slow;         /* write-through: the slow tier takes it after the commit */
@@ -759,6 +766,7 @@ struct batch {
   struct deferred e[BATCH_BLOCKS];
   unsigned n;
   unsigned flags; /* the request's */
+  bool hold;      /* only says that the caller holds the stripe: nothing is deferred */
 };
 
 /* Notes whether block c's last write was FUA (caller holds lock).  Such a
@@ -794,7 +802,7 @@ static int
 write_around (hc_volume *v, uint64_t blk, uint32_t boff, uint32_t blen, const uint8_t *src,
               unsigned flags, struct req *r, bool *commit_after, struct batch *bt)
 {
-  struct batch held = { .n = 0 };
+  struct batch held = { .n = 0, .hold = true };
 
   r->around = true;
   int rc = write_block (v, blk, boff, blen, src, flags, r, commit_after, bt ? bt : &held);
@@ -858,7 +866,7 @@ write_block (hc_volume *v, uint64_t blk, uint32_t boff, uint32_t blen, const uin
        * No reader has it pinned, and new ones wait for our stripe. */
       v->dir.map.blk[c].meta |= HC_M_WRITING;
       pthread_mutex_unlock (&v->lock);
-      if (bt) {
+      if (bt && !bt->hold) {
         bt->e[bt->n++] = (struct deferred) { .c = c, .newc = c, .src = src, .a = a };
         goto out;
       }
@@ -952,9 +960,17 @@ write_block (hc_volume *v, uint64_t blk, uint32_t boff, uint32_t blen, const uin
   pthread_mutex_unlock (&v->lock);
 
   /* A plain copy-on-write of a whole block: the batch finishes it. */
-  if (bt && newc != HC_NIL && full) {
+  if (bt && !bt->hold && newc != HC_NIL && full) {
     bt->e[bt->n++] = (struct deferred) { .c = c, .newc = newc, .src = src, .a = a,
                                          .to_slow = to_slow, .commit_first = commit_first };
+    goto out;
+  }
+  /* A whole block for the slow tier alone (declined, written around, passed
+   * through): the batch writes it with its neighbours. */
+  if (bt && !bt->hold && c == HC_NIL && to_slow && full) {
+    bt->e[bt->n++] = (struct deferred) { .c = HC_NIL, .newc = HC_NIL, .src = src, .a = a,
+                                         .to_slow = true, .commit_first = commit_first,
+                                         .slow_pending = true };
     goto out;
   }
 
@@ -1056,14 +1072,14 @@ out:
   return rc;
 }
 
-/* The slow tier's part of a write-through batch whose new copies are on
- * the fast tier and recorded (dirty): one commit if any block needs it,
- * then each run of blocks consecutive in the volume and in the request as
- * one slow-tier write, then those copies clean again.  A failed slow write
- * leaves its copies dirty (the cleaner writes them back) and fails the
- * request, as write_block does.  Returns 0 or the first error. */
+/* The slow tier's part of a batch, once its new copies are on the fast
+ * tier and recorded (dirty): one commit if any block needs it, then each
+ * run of blocks consecutive in the volume and in the request as one
+ * slow-tier write, then the write-through copies clean again.  A failed
+ * slow write leaves its copies dirty (the cleaner writes them back) and
+ * fails the request, as write_block does.  Returns 0 or the first error. */
 static int
-write_through_batch (hc_volume *v, struct batch *bt)
+flush_slow (hc_volume *v, struct batch *bt)
 {
   bool any = false, commit = false;
   int rc = 0;
@@ -1089,7 +1105,7 @@ write_through_batch (hc_volume *v, struct batch *bt)
     hc_lock (&v->lock);
     v->slow_dirty = true;
     for (unsigned k = i; k < j && w == 0; k++)
-      if (hc_dir_find (&v->dir, bt->e[k].a.origin) == bt->e[k].newc) {
+      if (bt->e[k].newc != HC_NIL && hc_dir_find (&v->dir, bt->e[k].a.origin) == bt->e[k].newc) {
         hc_dir_set_clean (&v->dir, bt->e[k].newc);
         hc_meta_record_block (v, bt->e[k].newc);
       }
@@ -1111,7 +1127,11 @@ flush_batch (hc_volume *v, struct batch *bt, struct req *r, bool *commit_after)
   int rc = 0;
 
   for (unsigned i = 0, j; i < bt->n; i = j) {
-    for (j = i + 1; j < bt->n && bt->e[j].newc == bt->e[j - 1].newc + 1
+    if (bt->e[i].newc == HC_NIL) { /* for the slow tier alone */
+      j = i + 1;
+      continue;
+    }
+    for (j = i + 1; j < bt->n && bt->e[j].newc != HC_NIL && bt->e[j].newc == bt->e[j - 1].newc + 1
                     && bt->e[j].src == bt->e[j - 1].src + v->bs; j++)
       ;
     /* After a failed run, the rest of the request goes around the fast
@@ -1161,7 +1181,7 @@ flush_batch (hc_volume *v, struct batch *bt, struct req *r, bool *commit_after)
     if (failed) {
       /* Each block again, around the fast tier (a copy rewritten in place
        * halfway is dropped after the slow tier has the block). */
-      struct batch held = { .n = 0 };
+      struct batch held = { .n = 0, .hold = true };
       r->around = true;
       for (unsigned k = i; k < j; k++) {
         int e = write_block (v, bt->e[k].a.origin, 0, v->bs, bt->e[k].src, bt->flags, r,
@@ -1171,7 +1191,7 @@ flush_batch (hc_volume *v, struct batch *bt, struct req *r, bool *commit_after)
       }
     }
   }
-  int e = write_through_batch (v, bt);
+  int e = flush_slow (v, bt);
   bt->n = 0;
   return rc < 0 ? rc : e;
 }
@@ -1194,7 +1214,7 @@ write_batch (hc_volume *v, uint64_t blk, unsigned n, const uint8_t *src, unsigne
    * skips blocks whose stripe is busy): without room for twice the batch,
    * its blocks go one by one. */
   hc_lock (&v->lock);
-  bool room = v->dir.map.free.count >= 2 * n;
+  bool room = v->mode == HC_MODE_PASSTHROUGH || v->dir.map.free.count >= 2 * n;
   pthread_mutex_unlock (&v->lock);
   if (!room) {
     for (unsigned i = 0; i < n && rc == 0; i++)
@@ -1278,6 +1298,7 @@ hc_volume_read (hc_volume *v, void *buf, size_t len, uint64_t off, const struct 
   uint8_t *dst = buf;
   int rc = check_range (v, off, len);
   int64_t head = rc < 0 ? rc : tail_io (v, dst, NULL, len, off, 0);
+  const unsigned miss_max = v->nstripes < MISS_BATCH ? v->nstripes : MISS_BATCH;
 
   if (head < 0)
     return (int) head;
@@ -1290,7 +1311,7 @@ hc_volume_read (hc_volume *v, void *buf, size_t len, uint64_t off, const struct 
     long got = 0;
     if (whole >= 2
         && ((got = read_hits (v, blk, whole < READ_BATCH ? (unsigned) whole : READ_BATCH, dst, &r))
-            || (got = read_misses (v, blk, whole < MISS_BATCH ? (unsigned) whole : MISS_BATCH, dst,
+            || (got = read_misses (v, blk, whole < miss_max ? (unsigned) whole : miss_max, dst,
                                    &r)))) {
       rc = got < 0 ? (int) got : 0;
       blen = got < 0 ? 0 : (uint32_t) got << v->bshift;
@@ -1328,11 +1349,9 @@ hc_volume_write (hc_volume *v, const void *buf, size_t len, uint64_t off, unsign
     uint32_t boff = (uint32_t) (off & (v->bs - 1));
     uint32_t blen = v->bs - boff < len ? v->bs - boff : (uint32_t) len;
     uint64_t whole = boff ? 0 : len >> v->bshift;
-    enum hc_mode mode = __atomic_load_n (&v->mode, __ATOMIC_RELAXED);
-    if (whole >= 2 && (mode == HC_MODE_WRITEBACK || mode == HC_MODE_WRITETHROUGH)) {
-      /* (The mode is read without the lock only to choose the way; each
-       * block decides under the lock.) */
-      unsigned n = whole < BATCH_BLOCKS ? (unsigned) whole : BATCH_BLOCKS;
+    if (whole >= 2) {
+      unsigned max = v->nstripes < BATCH_BLOCKS ? v->nstripes : BATCH_BLOCKS;
+      unsigned n = whole < max ? (unsigned) whole : max;
       rc = write_batch (v, blk, n, src, flags, &r, &commit);
       blen = n * v->bs;
     } else {
