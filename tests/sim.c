@@ -689,6 +689,12 @@ client_main (void *arg)
   const uint64_t vol = (uint64_t) M.nblocks * BS;
   const uint64_t own0 = (uint64_t) c->id * REGION * BS, own = REGION * BS;
 
+  /* A client in four is mostly a sequential reader this phase: whole
+   * blocks on from its last read, round the volume, past the sequential
+   * cutoff and into readahead, beside the others' writes. */
+  const bool seq_reader = below (&c->rng, 4) == 0;
+  uint64_t next_read = below (&c->rng, M.nblocks) * BS;
+
   for (unsigned i = 0; i < c->nops && !hc_power_is_cut (R.pw) && !R.v->failed; i++) {
     struct hc_ioctx ctx = { .stream = c->stream };
     if (below (&c->rng, 3) == 0)
@@ -696,7 +702,13 @@ client_main (void *arg)
     unsigned r = (unsigned) below (&c->rng, 100);
     uint64_t off, len;
     M.ops++;
-    if (r < 38) { /* write: whole blocks, sectors, or bytes */
+    if (seq_reader && r < 80) {
+      len = (2 + below (&c->rng, 8)) * BS;
+      off = next_read + len <= vol ? next_read : 0;
+      len = off + len <= vol ? len : vol - off;
+      next_read = off + len;
+      do_read (c, off, len, &ctx);
+    } else if (r < 38) { /* write: whole blocks, sectors, or bytes */
       unsigned shape = (unsigned) below (&c->rng, 3);
       len = shape == 0 ? (1 + below (&c->rng, 4)) * BS
             : shape == 1 ? (1 + below (&c->rng, 16)) * SECT : 1 + below (&c->rng, 6000);

@@ -157,6 +157,16 @@ fast_ok (hc_volume *v)
     atomic_store (&v->degraded, 0);
 }
 
+/* The slow tier's data was written, or a write to it was tried (caller
+ * holds lock, and the stripes of what was written): the next commit
+ * flushes it first, and readahead windows filled before are stale. */
+static inline void
+slow_changed (hc_volume *v)
+{
+  v->slow_dirty = true;
+  v->slow_gen++;
+}
+
 /* Maps free block c to a->origin unless the origin is mapped already
  * (caller holds lock); in that case c goes back to the free list.  Read
  * misses fill under the stripe held shared, so two readers of one block
@@ -607,6 +617,65 @@ unlock_run (hc_volume *v, uint64_t blk, unsigned n)
     pthread_rwlock_unlock (stripe (v, blk + i));
 }
 
+/* Readahead for a stream whose blocks the cache declines.  A sequential
+ * reader the cache does not take (a stream past the sequential cutoff, a
+ * `dontneed` export, pass-through) would otherwise cost one slow-tier
+ * request per client request; on a disk, or a remote store, a request's
+ * cost is mostly its latency, and other readers' misses queue in front of
+ * each one.  So, as the kernel's page cache does for files, the stream
+ * reads a window ahead of it — 4 requests' worth at first, doubling while
+ * the stream keeps to it, up to HC_RA_MAX — and serves its next requests
+ * from the window.
+ *
+ * The window is the slow tier's data when it was read, so it is served only
+ * while the slow tier has not been written since (v->slow_gen: every slow
+ * write, discard and write-back counts, under the lock and the stripes of
+ * what it wrote), and only for blocks the cache does not hold (read_misses
+ * stops at a cached block before this is called — a dirty copy is newer
+ * than the slow tier).  The caller holds the stripes of blocks [blk,
+ * blk+k), so no write to them is under way, and the count is read after
+ * taking them: a window older than a write to any of them is not served.
+ * Reads blocks [blk, blk+k) into dst; returns 0 or a negative errno. */
+static int
+read_ahead (hc_volume *v, struct req *r, uint64_t blk, unsigned k, uint8_t *dst)
+{
+  struct hc_readahead *ra = &r->ctx->stream->ra;
+  const size_t len = (size_t) k << v->bshift;
+  const uint32_t max = HC_RA_MAX >> v->bshift;
+  int rc;
+
+  hc_lock (&ra->lock);
+  hc_lock (&v->lock);
+  uint64_t gen = v->slow_gen;
+  pthread_mutex_unlock (&v->lock);
+  if (ra->n && ra->gen == gen && blk >= ra->blk && blk + k <= ra->blk + ra->n) {
+    memcpy (dst, ra->buf + ((blk - ra->blk) << v->bshift), len);
+    pthread_mutex_unlock (&ra->lock);
+    return 0;
+  }
+  bool goes_on = ra->n && blk == ra->blk + ra->n;
+  if ((!r->seq && !goes_on) || k >= max
+      || (!ra->buf && !(ra->buf = aligned_alloc (4096, HC_RA_MAX)))) {
+    pthread_mutex_unlock (&ra->lock);
+    return hc_tier_read (v->slow, dst, len, blk << v->bshift);
+  }
+  ra->size = goes_on ? (ra->size < max / 2 ? 2 * ra->size : max) : (4 * k < max ? 4 * k : max);
+  uint64_t n = ra->size > k ? ra->size : k;
+  if (n > v->nslow - blk)
+    n = v->nslow - blk;
+  ra->n = 0;
+  rc = hc_tier_read (v->slow, ra->buf, (size_t) n << v->bshift, blk << v->bshift);
+  if (rc == 0) {
+    ra->blk = blk;
+    ra->n = (uint32_t) n;
+    ra->gen = gen;
+    memcpy (dst, ra->buf, len);
+  }
+  pthread_mutex_unlock (&ra->lock);
+  /* The window failed (perhaps past what was asked): the request alone. */
+  return rc == 0 ? 0 : hc_tier_read (v->slow, dst, len, blk << v->bshift);
+}
+
 /* Reads whole blocks blk … blk+n−1 (n ≤ MISS_BATCH) while they are misses:
  * the run is one read of the slow tier, straight into the caller's buffer,
  * and the blocks the policy admits are written to the fast tier from there,
@@ -669,7 +738,9 @@ read_misses (hc_volume *v, uint64_t blk, unsigned n, uint8_t *dst, struct req *r
       pthread_rwlock_unlock (stripe (v, blk + i));
   if (k == 0)
     return 0;
-  rc = hc_tier_read (v->slow, dst, (size_t) k << v->bshift, blk << v->bshift);
+  rc = admitted == 0 && r->ctx && r->ctx->stream
+           ? read_ahead (v, r, blk, k, dst)
+           : hc_tier_read (v->slow, dst, (size_t) k << v->bshift, blk << v->bshift);
   if (rc < 0 || admitted == 0) {
     if (rc < 0 && admitted) {
       hc_lock (&v->lock);
@@ -1045,7 +1116,7 @@ write_block (hc_volume *v, uint64_t blk, uint32_t boff, uint32_t blen, const uin
       hc_lock (&v->lock);
       unpin (v, c);
       if (rc == 0) {
-        v->slow_dirty = true;
+        slow_changed (v);
         hc_dir_invalidate (&v->dir, c);
         hc_meta_record_block (v, c);
       }
@@ -1054,7 +1125,7 @@ write_block (hc_volume *v, uint64_t blk, uint32_t boff, uint32_t blen, const uin
         rc = hc_meta_commit (v, false);
     }
     hc_lock (&v->lock);
-    v->slow_dirty = true;
+    slow_changed (v);
     /* A block cached dirty and now written through is clean again. */
     if (rc == 0 && newc != HC_NIL && hc_dir_find (&v->dir, blk) == newc) {
       hc_dir_set_clean (&v->dir, newc);
@@ -1103,7 +1174,7 @@ flush_slow (hc_volume *v, struct batch *bt)
                            bt->e[i].a.origin << v->bshift,
                            (bt->flags & HC_VOL_FUA) ? HC_TIER_FUA : 0);
     hc_lock (&v->lock);
-    v->slow_dirty = true;
+    slow_changed (v);
     for (unsigned k = i; k < j && w == 0; k++)
       if (bt->e[k].newc != HC_NIL && hc_dir_find (&v->dir, bt->e[k].a.origin) == bt->e[k].newc) {
         hc_dir_set_clean (&v->dir, bt->e[k].newc);
@@ -1280,11 +1351,9 @@ tail_io (hc_volume *v, uint8_t *dst, const uint8_t *src, uint64_t len, uint64_t 
   if (rc == 0 && src) {
     memcpy (b + (t0 - a0), src + (t0 - off), t1 - t0);
     rc = hc_tier_write (v->slow, b, a1 - a0, a0, (flags & HC_VOL_FUA) ? HC_TIER_FUA : 0);
-    if (rc == 0) {
-      hc_lock (&v->lock);
-      v->slow_dirty = true;
-      pthread_mutex_unlock (&v->lock);
-    }
+    hc_lock (&v->lock);
+    slow_changed (v);
+    pthread_mutex_unlock (&v->lock);
   }
   pthread_rwlock_unlock (stripe (v, v->nslow));
   free (b);
@@ -1452,10 +1521,12 @@ range_op (hc_volume *v, uint64_t off, uint64_t len, unsigned flags, const struct
     if (rc == 0) {
       uint64_t o = b0 << v->bshift, l = (b1 - b0) << v->bshift;
       rc = zero ? hc_tier_zero (v->slow, o, l) : hc_tier_discard (v->slow, o, l);
+      hc_lock (&v->lock);
+      slow_changed (v); /* even a failed one may have changed some */
+      pthread_mutex_unlock (&v->lock);
     }
     if (rc == 0) {
       hc_lock (&v->lock);
-      v->slow_dirty = true; /* the next commit flushes the slow tier first */
       uint64_t dirty = drop_range (v, b0, b1, true);
       pthread_mutex_unlock (&v->lock);
       if (dirty)
@@ -1595,8 +1666,8 @@ hc_vol_writeback (hc_volume *v, uint32_t c, bool try)
   free (buf);
   hc_lock (&v->lock);
   unpin (v, c);
+  slow_changed (v);
   if (rc == 0) {
-    v->slow_dirty = true;
     v->cleaned++;
     hc_dir_set_clean (&v->dir, c);
     hc_meta_record_block (v, c);

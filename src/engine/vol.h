@@ -50,10 +50,25 @@
 #define HC_STRIPES 1024
 #define HC_STRIPES_MIN 64
 
+/* A stream's readahead window (io.c): slow-tier data past what a bypassed
+ * sequential reader asked for, served to its next requests while the slow
+ * tier has not changed since (gen). */
+struct hc_readahead {
+  pthread_mutex_t lock;  /* the window; taken after the request's stripes, before v->lock */
+  uint8_t *buf;          /* HC_RA_MAX bytes, taken on first need */
+  uint64_t blk;          /* the first block held */
+  uint32_t n;            /* blocks held */
+  uint32_t size;         /* the next fill's size, in blocks (grows as the stream goes on) */
+  uint64_t gen;          /* v->slow_gen when filled */
+};
+
+#define HC_RA_MAX (4u << 20) /* the largest window, bytes */
+
 struct hc_stream {
   hc_volume *v;
   struct hc_hint hint;
   struct hc_seqslot seq; /* under v->lock */
+  struct hc_readahead ra;
 };
 
 struct hc_prefetch {
@@ -92,6 +107,7 @@ struct hc_volume {
   uint8_t *table_prev;         /* … and in the interval before it (the other copy lacks both) */
   bool ranges_dirty, ranges_prev;
   bool slow_dirty;             /* the slow tier was written since the last commit */
+  uint64_t slow_gen;           /* counts writes to the slow tier's data (readahead) */
   bool fast_dirty;             /* data was rewritten in place since the last commit */
   uint64_t next_seq, next_pos; /* the next journal sector */
 

@@ -419,6 +419,7 @@ hc_stream_new (hc_volume *v, struct hc_hint default_hint, hc_stream **out)
     return -ENOMEM;
   s->v = v;
   s->hint = default_hint;
+  pthread_mutex_init (&s->ra.lock, NULL);
   *out = s;
   return 0;
 }
@@ -426,6 +427,10 @@ hc_stream_new (hc_volume *v, struct hc_hint default_hint, hc_stream **out)
 void
 hc_stream_free (hc_stream *s)
 {
+  if (!s)
+    return;
+  pthread_mutex_destroy (&s->ra.lock);
+  free (s->ra.buf);
   free (s);
 }
 
