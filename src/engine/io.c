@@ -617,15 +617,15 @@ unlock_run (hc_volume *v, uint64_t blk, unsigned n)
     pthread_rwlock_unlock (stripe (v, blk + i));
 }
 
-/* Readahead for a stream whose blocks the cache declines.  A sequential
- * reader the cache does not take (a stream past the sequential cutoff, a
- * `dontneed` export, pass-through) would otherwise cost one slow-tier
- * request per client request; on a disk, or a remote store, a request's
- * cost is mostly its latency, and other readers' misses queue in front of
- * each one.  So, as the kernel's page cache does for files, the stream
- * reads a window ahead of it — 4 requests' worth at first, doubling while
- * the stream keeps to it, up to HC_RA_MAX — and serves its next requests
- * from the window.
+/* Readahead for a sequential stream's misses.  A sequential reader (a
+ * stream past the sequential cutoff's length, whether the cache then takes
+ * its blocks or not) would otherwise cost one slow-tier request per client
+ * request; on a disk, or a remote store, a request's cost is mostly its
+ * latency, and other readers' misses queue in front of each one.  So, as
+ * the kernel's page cache does for files, the stream reads a window ahead
+ * of it — 4 requests' worth at first, doubling while the stream keeps to
+ * it, up to HC_RA_MAX — and its next misses are read from the window (and
+ * filled from there, when admitted).
  *
  * The window is the slow tier's data when it was read, so it is served only
  * while the slow tier has not been written since (v->slow_gen: every slow
@@ -645,6 +645,10 @@ read_ahead (hc_volume *v, struct req *r, uint64_t blk, unsigned k, uint8_t *dst)
   int rc;
 
   hc_lock (&ra->lock);
+  if (!ra->n && !r->seq) { /* not a sequential stream: the request alone */
+    pthread_mutex_unlock (&ra->lock);
+    return hc_tier_read (v->slow, dst, len, blk << v->bshift);
+  }
   hc_lock (&v->lock);
   uint64_t gen = v->slow_gen;
   pthread_mutex_unlock (&v->lock);
@@ -738,7 +742,7 @@ read_misses (hc_volume *v, uint64_t blk, unsigned n, uint8_t *dst, struct req *r
       pthread_rwlock_unlock (stripe (v, blk + i));
   if (k == 0)
     return 0;
-  rc = admitted == 0 && r->ctx && r->ctx->stream
+  rc = r->ctx && r->ctx->stream
            ? read_ahead (v, r, blk, k, dst)
            : hc_tier_read (v->slow, dst, (size_t) k << v->bshift, blk << v->bshift);
   if (rc < 0 || admitted == 0) {
