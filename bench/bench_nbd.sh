@@ -3,8 +3,8 @@
 #   hintcache   the plugin, write-back, every request a hit (the working set
 #               fits the fast tier and was written through it first, then
 #               written back)
-#   file        `nbdkit file` on the same fast file (the flash served raw:
-#               the ceiling a cache's hit path can reach)
+#   file        `nbdkit file` on a fast file of its own, written the same way
+#               (the flash served raw: the ceiling a cache's hit path can reach)
 #   cache       `nbdkit --filter=cache file` on the slow file (nbdkit's own
 #               cache, write-back, all hits after the same prefill)
 # for 4 KiB random reads at QD1 and QD16 and 1 MiB sequential reads and
@@ -34,7 +34,9 @@ cleanup() {
 }
 trap cleanup EXIT
 ws=512M                                   # working set: fits the fast tier
-truncate -s 1G "$dir/fast.img"
+# The raw reference gets a fast file of its own: its write run must not
+# land in the volume the plugin is serving.
+truncate -s 1G "$dir/fast.img" "$dir/fast-raw.img"
 truncate -s 2G "$dir/slow.img"
 mkdir -p "$dir/tmp"
 
@@ -70,15 +72,15 @@ prefill() {                               # write the working set through a serv
 # No sequential cutoff: the 1 MiB runs must be cached like the rest (all hits).
 start hintcache "$plugin" fast="$dir/fast.img" slow="$dir/slow.img" format=true mode=writeback \
   seq-cutoff=0 control="$dir/control.sock"
-start file file "$dir/fast.img"
+start file file "$dir/fast-raw.img"
 start cache --filter=cache file "$dir/slow.img" cache=writeback
-for s in hintcache cache; do prefill $s; done
+for s in hintcache file cache; do prefill $s; done
 # Start from a written-back cache, as a volume that has been idle is: the
 # read runs then measure hits, not hits beside the prefill's write-back
 # (the write run makes its own dirty data, and pays for its write-back).
 "$cli" clean --socket "$dir/control.sock" >/dev/null
-vmtouch -q -t "$dir/fast.img" "$dir/slow.img"
-vmtouch -q -l -d "$dir/fast.img" "$dir/slow.img" >/dev/null 2>&1
+vmtouch -q -t "$dir/fast.img" "$dir/fast-raw.img" "$dir/slow.img"
+vmtouch -q -l -d "$dir/fast.img" "$dir/fast-raw.img" "$dir/slow.img" >/dev/null 2>&1
 pids+=($(pgrep -n vmtouch || true))
 # The cache filter keeps its blocks in an unlinked temporary file: pin that too.
 cpid=$(pgrep -f -n "nbdkit -f -U $dir/cache.sock" || true)

@@ -14,9 +14,11 @@
  *      install data older than a concurrent write, and the cleaner never
  *      marks clean a block that changed under it.  One stripe at a time,
  *      except that range operations take all of them and a batch of whole
- *      blocks in write-back (write_batch, up to 64) takes its own, both in
- *      ascending stripe order; a batch never waits for the cleaner while
- *      holding its stripes.
+ *      blocks (write_batch, exclusive; read_misses, shared; up to 256 and
+ *      never more than nstripes) takes its own, both in ascending stripe
+ *      order; a batch never waits for the cleaner while holding its stripes.
+ *   1a. a stream's readahead lock (hc_readahead.lock), after the request's
+ *      stripes, held across the window's slow-tier read.
  *   2. commit_lock: one commit or checkpoint at a time.
  *   3. lock: the directory, the journal buffer, the lists, the range hints,
  *      the statistics.  Never held across I/O, except that a read-only open
