@@ -7,7 +7,9 @@
 #   depth      QD1, QD16
 #   state      hits     the working set (WS) placed first, by writes or by
 #                       two sequential passes of 1 MiB read misses (the two
-#                       placements are separate rows), written back;
+#                       placements are separate rows), written back — afresh
+#                       for each cell, so that no cell measures the copies a
+#                       write cell before it scattered;
 #              misses   a region never read, through a freshly formatted
 #                       cache: every request misses and is admitted;
 #              bypass   the same region on the export `background+dontneed`:
@@ -183,11 +185,13 @@ for mode in writethrough writeback; do
     [ ${#cells[@]} -gt 0 ] || continue
     declare -A best=()
     for _ in $(seq "$rounds"); do
-      start_hintcache "$mode"; start_filter "$mode"
-      place hintcache "$how"; place filter "$how"; place file-fast writes
-      [ "$mode" = writeback ] && "$cli" clean --socket "$dir/control.sock" >/dev/null
       for cell in "${cells[@]}"; do
         IFS='|' read -r label rw bs qd <<<"$cell"
+        # Each cell from a fresh placement: a write cell before it would
+        # leave the working set dirty and its copies scattered.
+        start_hintcache "$mode"; start_filter "$mode"
+        place hintcache "$how"; place filter "$how"; place file-fast writes
+        [ "$mode" = writeback ] && "$cli" clean --socket "$dir/control.sock" >/dev/null
         for s in hintcache file-fast filter; do
           x=$(fio_run "$s" "" "$rw" "$bs" "$qd" 0 "$ws" timed)
           [ "$x" -gt "${best[$label/$s]:-0}" ] && best[$label/$s]=$x

@@ -169,6 +169,13 @@ sim_trywrlock (pthread_rwlock_t *l)
   return pthread_rwlock_trywrlock (l);
 }
 
+static int
+sim_tryrdlock (pthread_rwlock_t *l)
+{
+  yield ();
+  return pthread_rwlock_tryrdlock (l);
+}
+
 static void
 sim_timedwait (pthread_cond_t *c, pthread_mutex_t *m, uint64_t ns)
 {
@@ -268,6 +275,7 @@ sim_random (void *buf, size_t len)
 
 static const struct hc_sched_ops sim_ops = {
   .lock = sim_lock, .rdlock = sim_rdlock, .wrlock = sim_wrlock, .trywrlock = sim_trywrlock,
+  .tryrdlock = sim_tryrdlock,
   .timedwait = sim_timedwait, .now_ns = sim_now, .spawn = sim_spawn, .join = sim_join,
   .random = sim_random,
 };

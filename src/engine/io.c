@@ -594,20 +594,23 @@ read_hits (hc_volume *v, uint64_t blk, unsigned n, uint8_t *dst, struct req *r)
   return rc < 0 ? rc : (long) k;
 }
 
-/* Takes the stripes of blocks blk … blk+n−1 (n ≤ v->nstripes, so no
- * stripe twice), shared or exclusive, in ascending stripe order as every
- * locker of several stripes does (so none of them can wait on another).
- * Consecutive blocks have consecutive stripes, wrapping at most once. */
-static void
+/* Takes the stripe of block blk, waiting for it, then those of blk+1 …
+ * blk+n−1 (n ≤ v->nstripes, so no stripe twice) while each is free at
+ * once, shared or exclusive.  A run never waits while it holds a stripe,
+ * so it cannot close a cycle with a thread that holds one and waits: for
+ * the cleaner (which skips the blocks whose stripes are held, and may need
+ * exactly those to make room), or for a range operation taking every
+ * stripe in order.  Returns how many blocks' stripes it took (≥ 1). */
+static unsigned
 lock_run (hc_volume *v, uint64_t blk, unsigned n, bool excl)
 {
-  unsigned first = (unsigned) (blk & (v->nstripes - 1));
-  unsigned wrap = first + n > v->nstripes ? first + n - v->nstripes : 0;
+  unsigned k = 1;
 
-  for (unsigned s = 0; s < wrap; s++)
-    excl ? hc_wrlock (&v->stripes[s]) : hc_rdlock (&v->stripes[s]);
-  for (unsigned s = first; s < first + n - wrap; s++)
-    excl ? hc_wrlock (&v->stripes[s]) : hc_rdlock (&v->stripes[s]);
+  excl ? hc_wrlock (stripe (v, blk)) : hc_rdlock (stripe (v, blk));
+  while (k < n && (excl ? hc_trywrlock (stripe (v, blk + k))
+                        : hc_tryrdlock (stripe (v, blk + k))) == 0)
+    k++;
+  return k;
 }
 
 static void
@@ -707,7 +710,7 @@ read_misses (hc_volume *v, uint64_t blk, unsigned n, uint8_t *dst, struct req *r
   enum { AHEAD = 16 }; /* the map's buckets loading ahead, as in read_hits */
   for (unsigned i = 0; i < n && i < AHEAD; i++)
     hc_map_prefetch (&v->dir.map, blk + i);
-  lock_run (v, blk, n, false);
+  n = lock_run (v, blk, n, false);
   hc_lock (&v->lock);
   req_start (v, r);
   bool pass = v->mode == HC_MODE_PASSTHROUGH;
@@ -1271,14 +1274,14 @@ flush_batch (hc_volume *v, struct batch *bt, struct req *r, bool *commit_after)
   return rc < 0 ? rc : e;
 }
 
-/* Writes n (≤ BATCH_BLOCKS) whole blocks from blk on, holding all their
- * stripes, taken in ascending stripe order as the range operations take
- * them (so no two lockers of several stripes can wait on each other). */
+/* Writes up to *np (≤ BATCH_BLOCKS) whole blocks from blk on, holding the
+ * stripes lock_run could take (*np becomes how many: the blocks written). */
 static int
-write_batch (hc_volume *v, uint64_t blk, unsigned n, const uint8_t *src, unsigned flags,
+write_batch (hc_volume *v, uint64_t blk, unsigned *np, const uint8_t *src, unsigned flags,
              struct req *r, bool *commit_after)
 {
   struct batch *bt = malloc (sizeof *bt);
+  unsigned n = *np;
   int rc = 0;
 
   if (!bt)
@@ -1303,7 +1306,7 @@ write_batch (hc_volume *v, uint64_t blk, unsigned n, const uint8_t *src, unsigne
    * rather than one cache miss at a time under the lock. */
   for (unsigned i = 0; i < n; i++)
     hc_map_prefetch (&v->dir.map, blk + i);
-  lock_run (v, blk, n, true);
+  *np = n = lock_run (v, blk, n, true);
   for (unsigned i = 0; i < n && rc == 0; i++)
     rc = write_block (v, blk + i, 0, v->bs, src + (size_t) i * v->bs, flags, r, commit_after, bt);
   int frc = flush_batch (v, bt, r, commit_after);
@@ -1425,7 +1428,7 @@ hc_volume_write (hc_volume *v, const void *buf, size_t len, uint64_t off, unsign
     if (whole >= 2) {
       unsigned max = v->nstripes < BATCH_BLOCKS ? v->nstripes : BATCH_BLOCKS;
       unsigned n = whole < max ? (unsigned) whole : max;
-      rc = write_batch (v, blk, n, src, flags, &r, &commit);
+      rc = write_batch (v, blk, &n, src, flags, &r, &commit);
       blen = n * v->bs;
     } else {
       rc = write_block (v, blk, boff, blen, src, flags, &r, &commit, NULL);

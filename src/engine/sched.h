@@ -28,6 +28,7 @@ struct hc_sched_ops {
   void (*rdlock) (pthread_rwlock_t *l);
   void (*wrlock) (pthread_rwlock_t *l);
   int (*trywrlock) (pthread_rwlock_t *l);                      /* 0 or EBUSY */
+  int (*tryrdlock) (pthread_rwlock_t *l);                      /* 0 or EBUSY */
   void (*timedwait) (pthread_cond_t *c, pthread_mutex_t *m, uint64_t ns); /* may return early */
   uint64_t (*now_ns) (void);                                   /* a monotonic clock */
   int (*spawn) (pthread_t *t, void *(*fn) (void *), void *arg); /* 0 or a positive errno */
@@ -71,6 +72,14 @@ hc_trywrlock (pthread_rwlock_t *l)
   if (__builtin_expect (hc_sched != NULL, 0))
     return hc_sched->trywrlock (l);
   return pthread_rwlock_trywrlock (l);
+}
+
+static inline int
+hc_tryrdlock (pthread_rwlock_t *l)
+{
+  if (__builtin_expect (hc_sched != NULL, 0))
+    return hc_sched->tryrdlock (l);
+  return pthread_rwlock_tryrdlock (l);
 }
 
 /* Waits on c (m held) for at most ns nanoseconds; may return early. */

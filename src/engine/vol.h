@@ -13,10 +13,11 @@
  *      for writes, write-back and prefetch — so a read-miss fill can never
  *      install data older than a concurrent write, and the cleaner never
  *      marks clean a block that changed under it.  One stripe at a time,
- *      except that range operations take all of them and a batch of whole
- *      blocks (write_batch, exclusive; read_misses, shared; up to 256 and
- *      never more than nstripes) takes its own, both in ascending stripe
- *      order; a batch never waits for the cleaner while holding its stripes.
+ *      except that range operations take all of them in ascending order, and
+ *      a batch of whole blocks (write_batch, exclusive; read_misses, shared;
+ *      up to 256 and never more than nstripes) waits for its first stripe
+ *      and takes the next ones only while each is free at once (lock_run):
+ *      a batch never waits — for a stripe or the cleaner — holding stripes.
  *   1a. a stream's readahead lock (hc_readahead.lock), after the request's
  *      stripes, held across the window's slow-tier read.
  *   2. commit_lock: one commit or checkpoint at a time.
