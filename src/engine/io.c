@@ -1288,6 +1288,7 @@ write_batch (hc_volume *v, uint64_t blk, unsigned *np, const uint8_t *src, unsig
     return -ENOMEM;
   bt->n = 0;
   bt->flags = flags;
+  bt->hold = false;
   /* A batch must not wait for free blocks holding its stripes (the cleaner
    * skips blocks whose stripe is busy): without room for twice the batch,
    * its blocks go one by one. */
