@@ -60,48 +60,17 @@ done
 [ -n "$plugin" ] && [ -f "$plugin" ] || { echo "usage: bench_matrix.sh PLUGIN [options] (see --help)" >&2; exit 2; }
 cli=$(dirname "$plugin")/hintcache
 [ -x "$cli" ] || { echo "bench_matrix: no hintcache CLI beside $plugin" >&2; exit 1; }
-for t in nbdkit fio vmtouch jq nbdinfo; do
-  command -v $t >/dev/null || { echo "bench_matrix: $t is not installed" >&2; exit 1; }
-done
-
-dir=$(mktemp -d /var/tmp/hc-bench-matrix.XXXXXX)
-declare -A pid
-cleanup() {
-  for p in "${pid[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$dir"
-}
-trap cleanup EXIT
+. "$(dirname "$0")/nbd_servers.sh"
+nbd_bench_init bench_matrix nbdkit fio vmtouch jq nbdinfo
 
 ws=256M                  # the working set, at offset 0; fits the fast tier
 cold_off=1024M           # the cold region of miss and bypass runs
 truncate -s 1G "$dir/fast.img" "$dir/fast-raw.img"   # the cache's, the raw reference's
 # The slow file holds data everywhere (a hole would be read for free).
 dd if=/dev/zero of="$dir/slow.img" bs=1M count=2048 status=none
-mkdir -p "$dir/tmp"
 vmtouch -q -t "$dir/slow.img"
 vmtouch -q -l -d "$dir/slow.img" >/dev/null 2>&1
 pid[vmtouch]=$(pgrep -n vmtouch || true)
-
-stop() {                 # stop NAME
-  [ -n "${pid[$1]:-}" ] || return 0
-  kill "${pid[$1]}" 2>/dev/null || true
-  wait "${pid[$1]}" 2>/dev/null || true
-  unset "pid[$1]"
-}
-
-start() {                # start NAME ARGS...  (restarts it if running)
-  local name=$1; shift
-  stop "$name"
-  rm -f "$dir/$name.sock"
-  TMPDIR="$dir/tmp" nbdkit -f -U "$dir/$name.sock" "$@" 2>"$dir/$name.log" &
-  pid[$name]=$!
-  for _ in $(seq 100); do
-    nbdinfo --size "nbd+unix:///?socket=$dir/$name.sock" >/dev/null 2>&1 && return 0
-    sleep 0.1
-  done
-  echo "bench_matrix: $name did not start: $(cat "$dir/$name.log")" >&2; exit 1
-}
 
 start_hintcache() {      # start_hintcache MODE: a freshly formatted cache
   start hintcache "$plugin" fast="$dir/fast.img" slow="$dir/slow.img" format=discard \

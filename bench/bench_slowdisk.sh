@@ -30,34 +30,11 @@ plugin=${1:?usage: bench_slowdisk.sh PLUGIN [SECONDS [WARM [DELAY]]]}
 secs=${2:-30}
 warm=${3:-30}
 delay=${4:-4ms}
-for t in nbdkit fio jq nbdinfo; do
-  command -v $t >/dev/null || { echo "bench_slowdisk: $t is not installed" >&2; exit 1; }
-done
-dir=$(mktemp -d /var/tmp/hc-bench-slowdisk.XXXXXX)
-declare -A pid
-cleanup() {
-  for p in "${pid[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$dir"
-}
-trap cleanup EXIT
+. "$(dirname "$0")/nbd_servers.sh"
+nbd_bench_init bench_slowdisk nbdkit fio jq nbdinfo
 
 dd if=/dev/zero of="$dir/slow.img" bs=1M count=3072 status=none
 truncate -s 400M "$dir/fast.img"       # 300 MB of cache blocks after the metadata
-mkdir -p "$dir/tmp"
-
-start() {                # start NAME ARGS...
-  local name=$1; shift
-  rm -f "$dir/$name.sock"
-  TMPDIR="$dir/tmp" nbdkit -f -U "$dir/$name.sock" "$@" 2>"$dir/$name.log" &
-  pid[$name]=$!
-  for _ in $(seq 100); do
-    nbdinfo --size "nbd+unix:///?socket=$dir/$name.sock" >/dev/null 2>&1 && return 0
-    sleep 0.1
-  done
-  echo "bench_slowdisk: $name did not start: $(cat "$dir/$name.log")" >&2; exit 1
-}
-stop() { kill "${pid[$1]}" 2>/dev/null || true; wait "${pid[$1]}" 2>/dev/null || true; unset "pid[$1]"; }
 
 start slow --filter=noparallel --filter=delay file "$dir/slow.img" rdelay="$delay" wdelay="$delay"
 slow_uri="nbd+unix:///?socket=$dir/slow.sock"
