@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "control/control_priv.h"
+#include "util.h"
 #include "fuzz.h"
 #include "hintcache/control.h"
 
@@ -116,7 +117,7 @@ check_effect (const char *line)
                 "stats payload does not round-trip");
     return;
   }
-  if (nw < 3 || hc_ctl_parse_number (word[1], &off) < 0 || hc_ctl_parse_number (word[2], &len) < 0)
+  if (nw < 3 || hc_parse_size (word[1], &off, NULL) < 0 || hc_parse_size (word[2], &len, NULL) < 0)
     return;
   struct hc_hint first = hc_volume_range_hint (vol, off);
   struct hc_hint last = hc_volume_range_hint (vol, off + len - 1);

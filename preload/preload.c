@@ -1863,30 +1863,6 @@ ftruncate64 (int fd, off64_t length)
  * Set-up, fork, exit
  */
 
-/* Parses OFFSET of DIR@OFFSET: a number with an optional K, M, G or T. */
-static int
-parse_offset (const char *s, uint64_t *out)
-{
-  static const char units[] = "kKmMgGtT";
-  char num[32];
-  size_t n = strlen (s);
-  unsigned shift = 0;
-  unsigned long long v;
-
-  if (n == 0 || n >= sizeof num)
-    return -EINVAL;
-  memcpy (num, s, n + 1);
-  const char *u = strchr (units, num[n - 1]);
-  if (u && *u) {
-    shift = 10 * (1 + (unsigned) (u - units) / 2);
-    num[n - 1] = '\0';
-  }
-  if (hc_parse_number (num, &v) < 0 || v > (UINT64_MAX >> shift))
-    return -EINVAL;
-  *out = (uint64_t) v << shift;
-  return 0;
-}
-
 static void
 load_config (void)
 {
@@ -1933,7 +1909,7 @@ load_config (void)
       memcpy (dir, p, n);
       dir[n] = '\0';
       char *at = strrchr (dir, '@');
-      if (at && parse_offset (at + 1, &off) == 0)
+      if (at && hc_parse_size (at + 1, &off, NULL) == 0)
         *at = '\0';
       else
         off = 0;

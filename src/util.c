@@ -66,6 +66,50 @@ hc_parse_number (const char *s, unsigned long long *out)
   return 0;
 }
 
+int
+hc_parse_size (const char *s, uint64_t *out, bool *unit)
+{
+  static const char units[] = "KMGT";
+  const char *p = s, *u;
+  unsigned base = 10, shift = 0;
+  uint64_t v = 0;
+  bool any = false, over = false;
+
+  if (!s)
+    return -EINVAL;
+  if (p[0] == '0' && (p[1] == 'x' || p[1] == 'X')) {
+    base = 16;
+    p += 2;
+  }
+  for (;; p++, any = true) {
+    unsigned d;
+    if (*p >= '0' && *p <= '9')
+      d = (unsigned) (*p - '0');
+    else if (base == 16 && isxdigit ((unsigned char) *p))
+      d = 10 + (unsigned) (tolower ((unsigned char) *p) - 'a');
+    else
+      break;
+    if (v > (UINT64_MAX - d) / base)
+      over = true;
+    v = v * base + d;
+  }
+  if (!any)
+    return -EINVAL;
+  if (*p && (u = strchr (units, toupper ((unsigned char) *p)))) {
+    shift = 10 * (1 + (unsigned) (u - units));
+    p++;
+    p += p[0] == 'i' && p[1] == 'B' ? 2 : p[0] == 'B';
+  }
+  if (*p)
+    return -EINVAL;
+  if (over || v > UINT64_MAX >> shift)
+    return -ERANGE;
+  *out = v << shift;
+  if (unit)
+    *unit = shift != 0;
+  return 0;
+}
+
 void
 hc_parse_fail (struct hc_parse_error *err, const char *fmt, ...)
 {

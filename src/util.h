@@ -38,6 +38,16 @@ int hc_sb_result (const struct hc_sb *sb);
  * on overflow). */
 int hc_parse_number (const char *s, unsigned long long *out);
 
+/* Parses a size, the one grammar of every size and offset the tools, the
+ * control protocol and the preload library read: a number as
+ * hc_parse_number reads it (decimal or 0x-hex, never octal: "010" is ten),
+ * then optionally a unit, K, M, G or T in either case (powers of 1024),
+ * which may be followed by "B" or "iB" ("64M", "64MiB", "0x10k").  No sign,
+ * no blanks, no fractions.  *unit, if not NULL, says whether a unit was
+ * given.  Returns 0, -EINVAL (not that syntax) or -ERANGE (more than 64
+ * bits). */
+int hc_parse_size (const char *s, uint64_t *out, bool *unit);
+
 /* Formats a parse error message into err->msg (err may be NULL). */
 void hc_parse_fail (struct hc_parse_error *err, const char *fmt, ...)
     __attribute__ ((format (printf, 2, 3)));

@@ -31,6 +31,7 @@
 #include "hintcache/hintcache.h"
 #include "cli.h"
 #include "commands.h"
+#include "util.h"
 
 /* ---------------------------------------------------------------------------
  * Helpers shared with cmd_volume.c
@@ -212,7 +213,7 @@ cmd_advise (int argc, char **argv)
       struct range *r = &ranges[nranges];
       if (colon)
         *colon = '\0';
-      bool ok = colon && parse_size (optarg, &r->off) == 0 && parse_size (colon + 1, &r->len) == 0;
+      bool ok = colon && hc_parse_size (optarg, &r->off, NULL) == 0 && hc_parse_size (colon + 1, &r->len, NULL) == 0;
       if (colon)
         *colon = ':';
       if (!ok) {
@@ -228,7 +229,7 @@ cmd_advise (int argc, char **argv)
     }
     case OPT_FILE: files[nfiles++] = optarg; break;
     case OPT_DEVOFF:
-      if (parse_size (optarg, &devoff) < 0) {
+      if (hc_parse_size (optarg, &devoff, NULL) < 0) {
         cli_usage (cmd, "--device-offset: '%s' is not a size", optarg);
         goto out;
       }

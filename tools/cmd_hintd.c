@@ -197,34 +197,6 @@ human (uint64_t n, char *buf, size_t len)
   return buf;
 }
 
-/* Parses a number as the control protocol writes them: decimal or 0x hex,
- * with an optional K, M, G or T suffix (powers of 1024).  Returns 0 or -1. */
-static int
-parse_number (const char *s, uint64_t *out)
-{
-  char buf[64];
-  size_t n = strlen (s);
-  unsigned shift = 0;
-  unsigned long long v;
-
-  if (n == 0 || n >= sizeof buf)
-    return -1;
-  memcpy (buf, s, n + 1);
-  switch (buf[n - 1]) {
-  case 'k': case 'K': shift = 10; break;
-  case 'm': case 'M': shift = 20; break;
-  case 'g': case 'G': shift = 30; break;
-  case 't': case 'T': shift = 40; break;
-  default: break;
-  }
-  if (shift)
-    buf[--n] = '\0';
-  if (hc_parse_number (buf, &v) < 0 || (shift && v > (UINT64_MAX >> shift)))
-    return -1;
-  *out = (uint64_t) v << shift;
-  return 0;
-}
-
 /* ---------------------------------------------------------------------------
  * inotify
  */
@@ -703,17 +675,17 @@ cmd_hintd (int argc, char **argv)
     case OPT_SOCKET: d.socket = optarg; break;
     case OPT_RULES: d.rules_path = optarg; break;
     case OPT_OFFSET:
-      if (parse_number (optarg, &d.offset) < 0)
+      if (hc_parse_size (optarg, &d.offset, NULL) < 0)
         return cli_usage (cmd, "--offset: '%s' is not a number (decimal or 0x hex, K/M/G/T)",
                           optarg);
       break;
     case OPT_INTERVAL:
-      if (parse_number (optarg, &v) < 0 || v < 1 || v > 86400)
+      if (hc_parse_size (optarg, &v, NULL) < 0 || v < 1 || v > 86400)
         return cli_usage (cmd, "--interval: '%s' is not a number of seconds (1 … 86400)", optarg);
       d.interval = (unsigned) v;
       break;
     case OPT_WATCHES:
-      if (parse_number (optarg, &v) < 0 || v > (1u << 30))
+      if (hc_parse_size (optarg, &v, NULL) < 0 || v > (1u << 30))
         return cli_usage (cmd, "--max-watches: '%s' is not a count", optarg);
       d.max_watches = (size_t) v;
       watches_given = true;

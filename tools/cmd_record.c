@@ -200,11 +200,11 @@ cmd_trace_record (int argc, char **argv)
     case 'S': fputs (hc_labeler_default_rules (), stdout); return 0;
     case 'o': out = optarg; break;
     case 'b':
-      if (parse_size (optarg, &buffer) < 0 || buffer < 4096 || buffer > ((uint64_t) 1 << 32))
+      if (hc_parse_size (optarg, &buffer, NULL) < 0 || buffer < 4096 || buffer > ((uint64_t) 1 << 32))
         return cli_usage (cmd, "--buffer-size: '%s' is not a size from 4K to 4G", optarg);
       break;
     case 'M':
-      if (parse_size (optarg, &memlimit) < 0 || memlimit < (1u << 20))
+      if (hc_parse_size (optarg, &memlimit, NULL) < 0 || memlimit < (1u << 20))
         return cli_usage (cmd, "--memory-limit: '%s' is not a size of at least 1M", optarg);
       break;
     case 'i':

@@ -26,6 +26,7 @@
 #include "hintcache/hintcache.h"
 #include "cli.h"
 #include "commands.h"
+#include "util.h"
 
 #ifndef HC_INSTALL_LIBDIR
 #define HC_INSTALL_LIBDIR "/usr/local/lib"
@@ -163,7 +164,7 @@ cmd_run (int argc, char **argv)
       char *at = strrchr (dir, '@');
       uint64_t off;
       if (at) {
-        if (parse_size (at + 1, &off) < 0)
+        if (hc_parse_size (at + 1, &off, NULL) < 0)
           return cli_usage (cmd, "--mount %s: '%s' is not an offset", optarg, at + 1);
         *at = '\0';
       }

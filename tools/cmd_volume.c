@@ -28,36 +28,8 @@
 #include "hintcache/hintcache.h"
 #include "cli.h"
 #include "commands.h"
+#include "util.h"
 #include "json.h"
-
-int
-parse_size (const char *s, uint64_t *out)
-{
-  char *end;
-  unsigned long long v;
-
-  if (!s || !*s || *s == '-')
-    return -EINVAL;
-  errno = 0;
-  v = strtoull (s, &end, 0);
-  if (errno || end == s)
-    return -EINVAL;
-  unsigned shift = 0;
-  switch (*end) {
-  case '\0': break;
-  case 'k': case 'K': shift = 10; end++; break;
-  case 'm': case 'M': shift = 20; end++; break;
-  case 'g': case 'G': shift = 30; end++; break;
-  case 't': case 'T': shift = 40; end++; break;
-  default: return -EINVAL;
-  }
-  if (*end == 'i' || *end == 'B')
-    end += (*end == 'i' && end[1] == 'B') ? 2 : 1;
-  if (*end || (shift && v > (UINT64_MAX >> shift)))
-    return -EINVAL;
-  *out = (uint64_t) v << shift;
-  return 0;
-}
 
 static void
 uuid_text (const uint8_t u[16], char out[37])
@@ -182,11 +154,11 @@ parse (const char *cmd, const char *usage, int argc, char **argv, struct args *a
     case OPT_SLOW: a->c.slow = optarg; break;
     case OPT_FAST: a->fast = optarg; break;
     case OPT_BLOCK:
-      if (parse_size (optarg, &a->block_size) < 0)
+      if (hc_parse_size (optarg, &a->block_size, NULL) < 0)
         return cli_usage (cmd, "--block-size: '%s' is not a size", optarg);
       break;
     case OPT_RANGES:
-      if (parse_size (optarg, &a->max_ranges) < 0 || a->max_ranges > UINT32_MAX)
+      if (hc_parse_size (optarg, &a->max_ranges, NULL) < 0 || a->max_ranges > UINT32_MAX)
         return cli_usage (cmd, "--max-ranges: '%s' is not a count", optarg);
       break;
     case OPT_MODE: a->mode = optarg; break;
@@ -612,7 +584,7 @@ stats_socket (const char *cmd, const char *socket, bool json, bool prometheus)
       continue;
     *eq = '\0';
     const char *key = strcmp (w, "size") == 0 ? "volume_bytes" : w;
-    if (parse_size (eq + 1, &v) == 0 && strcmp (w, "mode") != 0 && strcmp (w, "policy") != 0)
+    if (hc_parse_size (eq + 1, &v, NULL) == 0 && strcmp (w, "mode") != 0 && strcmp (w, "policy") != 0)
       json_kv_uint (&j, key, v);
     else
       json_kv_string (&j, key, eq + 1);
@@ -993,7 +965,7 @@ cmd_io (int argc, char **argv)
     return cli_usage (cmd, "%s takes %d operand%s (see --help)", op, ops[k].operands,
                       ops[k].operands == 1 ? "" : "s");
   if (ops[k].operands >= 2
-      && (parse_size (rest[0], &off) < 0 || parse_size (rest[1], &len) < 0))
+      && (hc_parse_size (rest[0], &off, NULL) < 0 || hc_parse_size (rest[1], &len, NULL) < 0))
     return cli_usage (cmd, "'%s %s' is not OFF LEN", rest[0], rest[1]);
   if (a.hint && hc_hint_parse (a.hint, &ctx.hint) < 0)
     return cli_usage (cmd, "--hint: '%s' is not a hint", a.hint);

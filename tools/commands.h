@@ -20,9 +20,6 @@ int cmd_clean (int argc, char **argv);  /* write back all dirty data */
 int cmd_stats (int argc, char **argv);  /* lifetime statistics */
 int cmd_io (int argc, char **argv);     /* one operation, for scripts */
 
-/* Parses a size: "123", "0x10", "64k", "4M", "1G", "2T" (binary multiples;
- * also "4KiB", "4KB").  Returns 0 or -EINVAL (cmd_volume.c). */
-int parse_size (const char *s, uint64_t *out);
 
 /* Commands that talk to a running volume's control socket (cmd_control.c). */
 int cmd_advise (int argc, char **argv);  /* range hints for byte ranges or files */

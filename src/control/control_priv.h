@@ -20,10 +20,4 @@ const char *hc_ctl_errno_name (int err);
  * not in the table. */
 int hc_ctl_errno_parse (const char *name);
 
-/* Parses a protocol number: decimal or 0x-hexadecimal, optionally followed
- * by one K, M, G or T (either case) meaning 2^10, 2^20, 2^30 or 2^40.  No
- * sign, blank or other trailing text.  Returns 0, -EINVAL for bad syntax or
- * -ERANGE when the value does not fit in 64 bits. */
-int hc_ctl_parse_number (const char *s, uint64_t *out);
-
 #endif /* HC_CONTROL_PRIV_H */

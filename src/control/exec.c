@@ -22,52 +22,6 @@
 #include "util.h"
 
 /* ---------------------------------------------------------------------------
- * Numbers
- */
-int
-hc_ctl_parse_number (const char *s, uint64_t *out)
-{
-  char digits[32];
-  size_t n = s ? strlen (s) : 0, start, ndig;
-  unsigned shift = 0;
-  unsigned long long v;
-  bool hex;
-
-  if (n == 0)
-    return -EINVAL;
-  switch (s[n - 1]) {
-  case 'k': case 'K': shift = 10; break;
-  case 'm': case 'M': shift = 20; break;
-  case 'g': case 'G': shift = 30; break;
-  case 't': case 'T': shift = 40; break;
-  }
-  if (shift)
-    n--;
-  /* Check the syntax here, so that hc_parse_number can only fail on
-   * overflow and the two can be told apart. */
-  hex = n >= 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X');
-  start = hex ? 2 : 0;
-  if (n == start)
-    return -EINVAL;
-  for (size_t i = start; i < n; i++)
-    if (hex ? !strchr ("0123456789abcdefABCDEF", s[i]) : (s[i] < '0' || s[i] > '9'))
-      return -EINVAL;
-  /* Leading zeros change nothing; too many other digits cannot fit. */
-  while (start < n - 1 && s[start] == '0')
-    start++;
-  ndig = n - start;
-  if (ndig > (hex ? 16u : 20u))
-    return -ERANGE;
-  snprintf (digits, sizeof digits, "%s%.*s", hex ? "0x" : "", (int) ndig, s + start);
-  if (hc_parse_number (digits, &v) < 0)
-    return -ERANGE;
-  if (shift && v > (UINT64_MAX >> shift))
-    return -ERANGE;
-  *out = (uint64_t) v << shift;
-  return 0;
-}
-
-/* ---------------------------------------------------------------------------
  * Statistics as text
  */
 
@@ -287,9 +241,9 @@ parse_range (hc_volume *v, const char *offw, const char *lenw, uint64_t *off, ui
   uint64_t size = hc_volume_size (v);
   int rc;
 
-  if ((rc = hc_ctl_parse_number (offw, off)) < 0) {
+  if ((rc = hc_parse_size (offw, off, NULL)) < 0) {
     reply_error (reply, rlen, -rc, "OFF '%.64s' is not a number (decimal or 0x hex, with an "
-                 "optional K, M, G or T suffix)%s", offw, rc == -ERANGE ? ": too large" : "");
+                 "optional K, M, G or T unit)%s", offw, rc == -ERANGE ? ": too large" : "");
     return -1;
   }
   if (!lenw) {
@@ -300,9 +254,9 @@ parse_range (hc_volume *v, const char *offw, const char *lenw, uint64_t *off, ui
     }
     return 0;
   }
-  if ((rc = hc_ctl_parse_number (lenw, len)) < 0) {
+  if ((rc = hc_parse_size (lenw, len, NULL)) < 0) {
     reply_error (reply, rlen, -rc, "LEN '%.64s' is not a number (decimal or 0x hex, with an "
-                 "optional K, M, G or T suffix)%s", lenw, rc == -ERANGE ? ": too large" : "");
+                 "optional K, M, G or T unit)%s", lenw, rc == -ERANGE ? ": too large" : "");
     return -1;
   }
   if (*len == 0) {

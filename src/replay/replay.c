@@ -482,41 +482,28 @@ sim_free (struct sim *s)
  * The driver.
  */
 
-/* Parses a size: "5%" of the footprint, "64M" bytes, "10000" blocks. */
+/* Parses a size: "5%" of the footprint (fractions allowed), "64M" bytes (a
+ * size with a unit, as hc_parse_size reads it), "10000" blocks. */
 static int
 parse_size (const char *spec, uint64_t footprint, uint32_t bs, uint64_t *blocks)
 {
-  char *end;
-  double v = strtod (spec, &end);
+  size_t n = strlen (spec);
+  bool unit;
+  int rc;
 
-  if (end == spec || v < 0 || !isfinite (v))
-    return -EINVAL;
-  switch (*end) {
-  case '%':
-    if (end[1] || v > 100)
+  if (n && spec[n - 1] == '%') {
+    char *end;
+    double v = strtod (spec, &end);
+    if (end == spec || end != spec + n - 1 || !(v >= 0 && v <= 100))
       return -EINVAL;
     *blocks = (uint64_t) (footprint * v / 100.0 + 1e-9);
     return 0;
-  case '\0':
-    if (v != floor (v))
-      return -EINVAL;
-    *blocks = (uint64_t) v;
-    return 0;
-  default: {
-    unsigned shift = 0;
-    switch (*end) {
-    case 'k': case 'K': shift = 10; break;
-    case 'm': case 'M': shift = 20; break;
-    case 'g': case 'G': shift = 30; break;
-    case 't': case 'T': shift = 40; break;
-    default: return -EINVAL;
-    }
-    if (end[1] && strcmp (end + 1, "B") && strcmp (end + 1, "iB"))
-      return -EINVAL;
-    *blocks = (uint64_t) (v * (double) (UINT64_C (1) << shift)) / bs;
-    return 0;
   }
-  }
+  if ((rc = hc_parse_size (spec, blocks, &unit)) < 0)
+    return rc;
+  if (unit)
+    *blocks /= bs;
+  return 0;
 }
 
 /* A worker of pass 2: reads the trace on its own handle and feeds its
