@@ -31,6 +31,7 @@
 #include "hintcache/hintcache.h"
 #include "cli.h"
 #include "commands.h"
+#include "control/control_priv.h"
 #include "util.h"
 
 /* ---------------------------------------------------------------------------
@@ -55,14 +56,6 @@ control_ask (const char *cmd, hc_control_client *c, const char *request, char *r
   if (rc < 0)
     return cli_fail (cmd, "%s: %s", request, len ? reply : strerror (-rc));
   return 0;
-}
-
-/* The name of an errno value, as the server writes it. */
-static const char *
-errno_name (int err)
-{
-  const char *name = strerrorname_np (err);
-  return name ? name : "EIO";
 }
 
 /* ---------------------------------------------------------------------------
@@ -392,7 +385,7 @@ cmd_control (int argc, char **argv)
     if (rc == 0)
       printf ("ok%s%s\n", reply[0] ? " " : "", reply);
     else {
-      printf ("error %s %s\n", errno_name (-rc), reply);
+      printf ("error %s %s\n", hc_ctl_errno_name (-rc), reply);
       status = 1;
     }
     fflush (stdout);
