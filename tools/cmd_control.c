@@ -331,21 +331,41 @@ static const char control_usage[] =
   "\n"
   "Sends each LINE as one request to a running volume's control socket and prints each\n"
   "reply as it comes: 'ok [PAYLOAD]' or 'error ENAME MESSAGE'.  Exit 0 if every reply\n"
-  "was ok, 1 otherwise.  Requests:\n"
-  "  version                 the protocol version\n"
-  "  advise OFF LEN HINT [from=SOURCE]\n"
-  "                          store a range hint (class and/or advice) as SOURCE's: admin\n"
-  "                          (default), hintd, advise, preload\n"
-  "  unadvise OFF LEN [from=SOURCE]\n"
-  "                          withdraw the range hints there that SOURCE stored (admin:\n"
-  "                          all of them)\n"
-  "  hint OFF                the range hint stored for OFF\n"
-  "  stats                   statistics as KEY=VALUE words\n"
-  "  info                    size, block size, cache blocks, mode, policy, range hints\n"
-  "  clean                   write back every dirty block\n"
-  "  mode MODE               writethrough, writeback, writearound, passthrough\n"
-  "  quit                    end the connection\n"
-  "Numbers: decimal or 0x hex, with an optional K, M, G or T suffix.\n";
+  "was ok, 1 otherwise.  Requests:\n";
+
+/* The usage, then every request as the protocol's table documents it: its
+ * usage in a column of 24 (on a line of its own if longer), what it does
+ * wrapped at 90 columns. */
+static void
+control_help (void)
+{
+  const struct hc_ctl_command_doc *d;
+
+  fputs (control_usage, stdout);
+  for (unsigned i = 0; (d = hc_ctl_command_doc (i)); i++) {
+    int col = printf ("  %s", d->usage);
+    const char *p = d->help;
+    if (col > 25) {
+      putchar ('\n');
+      col = 0;
+    }
+    while (*p) {
+      size_t n = strlen (p);
+      if (n > 64) { /* break at the last blank that fits */
+        n = 64;
+        while (n && p[n] != ' ')
+          n--;
+        if (!n)
+          n = strcspn (p, " ");
+      }
+      printf ("%*s%.*s\n", 26 - col, "", (int) n, p);
+      col = 0;
+      p += n + (p[n] == ' ');
+    }
+  }
+  fputs ("Numbers: decimal or 0x hex, with an optional K, M, G or T unit (KiB, MiB, … also).\n",
+         stdout);
+}
 
 static const struct option control_opts[] = {
   { "help", no_argument, NULL, 'h' },
@@ -365,7 +385,7 @@ cmd_control (int argc, char **argv)
   /* "+": stop at the first LINE, so that lines are never taken for options. */
   while ((ch = getopt_long (argc, argv, "+h", control_opts, NULL)) != -1) {
     switch (ch) {
-    case 'h': fputs (control_usage, stdout); return 0;
+    case 'h': control_help (); return 0;
     case OPT_SOCKET: socket = optarg; break;
     default: return cli_usage (cmd, "bad option; see 'hintcache %s --help'", cmd);
     }

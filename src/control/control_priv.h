@@ -12,6 +12,16 @@
 /* The greeting line the server sends first (without its newline). */
 #define HC_CONTROL_GREETING "hintcache-control"
 
+/* A command of the control protocol, as its one table (exec.c) documents
+ * it: the name, the usage ("advise OFF LEN HINT [from=SOURCE]") and what it
+ * does, in a few words. */
+struct hc_ctl_command_doc {
+  const char *name, *usage, *help;
+};
+
+/* Returns the i-th command's documentation, or NULL past the last. */
+const struct hc_ctl_command_doc *hc_ctl_command_doc (unsigned i);
+
 /* Returns the name of a positive errno value ("EINVAL") for an error reply;
  * errno values without a name in the table are reported as "EIO". */
 const char *hc_ctl_errno_name (int err);

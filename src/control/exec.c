@@ -177,10 +177,6 @@ hc_stats_parse (const char *text, struct hc_stats *out)
  */
 #define MAX_WORDS 5
 
-static const char commands_list[] =
-  "version, advise OFF LEN HINT [from=SOURCE], unadvise OFF LEN [from=SOURCE], hint OFF, stats, "
-  "info, clean, mode MODE, quit";
-
 /* Writes "error ENAME message" into reply[len]. */
 static void __attribute__ ((format (printf, 4, 5)))
 reply_error (char *reply, size_t len, int err, const char *fmt, ...)
@@ -310,38 +306,192 @@ parse_advise_hint (const char *word, struct hc_hint *h, char *reply, size_t rlen
   return -1;
 }
 
-/* Replies for a failed volume call. */
-static void
-reply_volume_error (char *reply, size_t rlen, const char *what, int rc)
+/* ---------------------------------------------------------------------------
+ * The commands: one handler each, and the one table that names them, says
+ * how many words they take and how to use them, and dispatches.  A handler
+ * gets the request's words (word[0] is the command; the count is checked)
+ * and the source of a from=SOURCE word; it writes the reply and returns 0,
+ * or 1 to end the connection.
+ */
+typedef int command_fn (hc_volume *v, char **word, enum hc_hint_source source, char *reply,
+                        size_t rlen);
+
+/* Replies for a volume call's result: ok, or what failed and why. */
+static int
+reply_volume (char *reply, size_t rlen, const char *what, int rc)
 {
-  reply_error (reply, rlen, -rc, "%s failed: %s", what, strerror (-rc));
+  if (rc < 0)
+    reply_error (reply, rlen, -rc, "%s failed: %s", what, strerror (-rc));
+  else
+    reply_ok (reply, rlen, "%s", "");
+  return 0;
+}
+
+static int
+do_version (hc_volume *v, char **word, enum hc_hint_source source, char *reply, size_t rlen)
+{
+  (void) v, (void) word, (void) source;
+  reply_ok (reply, rlen, "%d", HC_CONTROL_VERSION);
+  return 0;
+}
+
+static int
+do_advise (hc_volume *v, char **word, enum hc_hint_source source, char *reply, size_t rlen)
+{
+  uint64_t off, len;
+  struct hc_hint h;
+  int rc;
+
+  if (parse_range (v, word[1], word[2], &off, &len, reply, rlen) < 0
+      || parse_advise_hint (word[3], &h, reply, rlen) < 0)
+    return 0;
+  rc = hc_volume_advise_from (v, off, len, h, source);
+  return reply_volume (reply, rlen, rc == -ENOSPC ? "advise (the range table is full)" : "advise",
+                       rc);
+}
+
+static int
+do_unadvise (hc_volume *v, char **word, enum hc_hint_source source, char *reply, size_t rlen)
+{
+  uint64_t off, len;
+  int rc;
+
+  if (parse_range (v, word[1], word[2], &off, &len, reply, rlen) < 0)
+    return 0;
+  rc = hc_volume_unadvise_from (v, off, len, source);
+  return reply_volume (reply, rlen,
+                       rc == -ENOSPC ? "unadvise (the range table is full)" : "unadvise", rc);
+}
+
+static int
+do_hint (hc_volume *v, char **word, enum hc_hint_source source, char *reply, size_t rlen)
+{
+  char text[128];
+  uint64_t off;
+
+  (void) source;
+  if (parse_range (v, word[1], NULL, &off, NULL, reply, rlen) < 0)
+    return 0;
+  struct hc_hint h = hc_volume_range_hint (v, off);
+  if (h.cls == HC_CLASS_UNCLASSIFIED && h.advice == HC_ADVICE_NONE && h.flags == 0)
+    snprintf (text, sizeof text, "%s", hc_class_name (HC_CLASS_UNCLASSIFIED));
+  else if (hc_hint_format (h, text, sizeof text) < 0) {
+    reply_error (reply, rlen, EIO, "the stored hint is invalid");
+    return 0;
+  }
+  reply_ok (reply, rlen, "%s", text);
+  return 0;
+}
+
+static int
+do_stats (hc_volume *v, char **word, enum hc_hint_source source, char *reply, size_t rlen)
+{
+  struct hc_stats st;
+  int rc;
+
+  (void) word, (void) source;
+  if ((rc = hc_volume_stats (v, &st)) < 0)
+    return reply_volume (reply, rlen, "stats", rc);
+  if (rlen <= 3 || hc_stats_format (&st, reply + 3, rlen - 3) < 0) {
+    reply_error (reply, rlen, ENOSPC, "the statistics do not fit in a reply line");
+    return 0;
+  }
+  memcpy (reply, "ok ", 3);
+  return 0;
+}
+
+static int
+do_info (hc_volume *v, char **word, enum hc_hint_source source, char *reply, size_t rlen)
+{
+  struct hc_volume_info in;
+
+  (void) word, (void) source;
+  hc_volume_get_info (v, &in);
+  reply_ok (reply, rlen, "size=%" PRIu64 " block_size=%" PRIu32 " cache_blocks=%" PRIu32
+            " mode=%s policy=%s range_hints=%" PRIu32, in.volume_size, in.block_size,
+            in.nblocks, hc_mode_name (in.mode) ? hc_mode_name (in.mode) : "unknown",
+            in.policy[0] ? in.policy : "unknown", in.range_hints);
+  return 0;
+}
+
+static int
+do_clean (hc_volume *v, char **word, enum hc_hint_source source, char *reply, size_t rlen)
+{
+  (void) word, (void) source;
+  return reply_volume (reply, rlen, "clean", hc_volume_clean (v));
+}
+
+static int
+do_mode (hc_volume *v, char **word, enum hc_hint_source source, char *reply, size_t rlen)
+{
+  enum hc_mode mode;
+
+  (void) source;
+  if (hc_mode_parse (word[1], &mode) < 0) {
+    reply_error (reply, rlen, EINVAL, "unknown mode '%.32s' (writethrough, writeback, "
+                 "writearound, passthrough; or wt, wb, wa, pt)", word[1]);
+    return 0;
+  }
+  return reply_volume (reply, rlen, "mode", hc_volume_set_mode (v, mode));
+}
+
+static int
+do_quit (hc_volume *v, char **word, enum hc_hint_source source, char *reply, size_t rlen)
+{
+  (void) v, (void) word, (void) source;
+  reply_ok (reply, rlen, "%s", "");
+  return 1;
+}
+
+static const struct hc_ctl_command {
+  struct hc_ctl_command_doc doc;
+  unsigned args;
+  bool from; /* takes an optional last word from=SOURCE */
+  command_fn *run;
+} commands[] = {
+  { { "version", "version", "the protocol version" }, 0, false, do_version },
+  { { "advise", "advise OFF LEN HINT [from=SOURCE]",
+      "store a range hint (class and/or advice) as SOURCE's: admin (default), hintd, advise, "
+      "preload" }, 3, true, do_advise },
+  { { "unadvise", "unadvise OFF LEN [from=SOURCE]",
+      "withdraw the range hints there that SOURCE stored (admin: all of them)" },
+    2, true, do_unadvise },
+  { { "hint", "hint OFF", "the range hint stored for OFF" }, 1, false, do_hint },
+  { { "stats", "stats", "statistics as KEY=VALUE words" }, 0, false, do_stats },
+  { { "info", "info", "size, block size, cache blocks, mode, policy, range hints" }, 0, false,
+    do_info },
+  { { "clean", "clean", "write back every dirty block" }, 0, false, do_clean },
+  { { "mode", "mode MODE", "writethrough, writeback, writearound, passthrough" }, 1, false,
+    do_mode },
+  { { "quit", "quit", "end the connection" }, 0, false, do_quit },
+};
+#define NCOMMANDS (sizeof commands / sizeof commands[0])
+
+const struct hc_ctl_command_doc *
+hc_ctl_command_doc (unsigned i)
+{
+  return i < NCOMMANDS ? &commands[i].doc : NULL;
+}
+
+/* The commands' usages, for error messages: "version, advise OFF …, …". */
+static void
+usages (char *buf, size_t len)
+{
+  struct hc_sb sb;
+
+  hc_sb_init (&sb, buf, len);
+  for (unsigned i = 0; i < NCOMMANDS; i++)
+    hc_sb_printf (&sb, "%s%s", i ? ", " : "", commands[i].doc.usage);
 }
 
 int
 hc_control_exec (hc_volume *v, const char *line, char *reply, size_t rlen)
 {
-  static const struct {
-    const char *name;
-    unsigned args;
-    bool from; /* takes an optional last word from=SOURCE */
-    const char *usage;
-  } cmds[] = {
-    { "version", 0, false, "version" },
-    { "advise", 3, true, "advise OFF LEN HINT [from=SOURCE]" },
-    { "unadvise", 2, true, "unadvise OFF LEN [from=SOURCE]" },
-    { "hint", 1, false, "hint OFF" },
-    { "stats", 0, false, "stats" },
-    { "info", 0, false, "info" },
-    { "clean", 0, false, "clean" },
-    { "mode", 1, false, "mode MODE" },
-    { "quit", 0, false, "quit" },
-  };
-  enum { C_VERSION, C_ADVISE, C_UNADVISE, C_HINT, C_STATS, C_INFO, C_CLEAN, C_MODE, C_QUIT };
-  char copy[HC_CONTROL_LINE];
+  char copy[HC_CONTROL_LINE], list[256];
   char *word[MAX_WORDS + 1];
   unsigned nwords = 0;
+  const struct hc_ctl_command *c = NULL;
   size_t n;
-  int rc, k = -1;
 
   if (!reply || rlen == 0)
     return -EINVAL;
@@ -374,128 +524,33 @@ hc_control_exec (hc_volume *v, const char *line, char *reply, size_t rlen)
     nwords++;
     p += strcspn (p, " ");
   }
-  if (nwords == 0) {
-    reply_error (reply, rlen, EINVAL, "empty request (commands: %s)", commands_list);
-    return 0;
-  }
-  for (unsigned i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
-    if (strcmp (word[0], cmds[i].name) == 0)
-      k = (int) i;
-  if (k < 0) {
-    reply_error (reply, rlen, EINVAL, "unknown command '%.32s' (commands: %s)", word[0],
-                 commands_list);
+  for (unsigned i = 0; nwords && i < NCOMMANDS; i++)
+    if (strcmp (word[0], commands[i].doc.name) == 0)
+      c = &commands[i];
+  if (!c) {
+    usages (list, sizeof list);
+    if (nwords == 0)
+      reply_error (reply, rlen, EINVAL, "empty request (commands: %s)", list);
+    else
+      reply_error (reply, rlen, EINVAL, "unknown command '%.32s' (commands: %s)", word[0], list);
     return 0;
   }
   /* from=SOURCE: whose range hints these are (enum hc_hint_source). */
   enum hc_hint_source source = HC_SOURCE_ADMIN;
-  if (cmds[k].from && nwords - 1 == cmds[k].args + 1 && nwords <= MAX_WORDS
+  if (c->from && nwords - 1 == c->args + 1 && nwords <= MAX_WORDS
       && strncmp (word[nwords - 1], "from=", 5) == 0) {
     if (hc_source_parse (word[nwords - 1] + 5, &source) < 0) {
       reply_error (reply, rlen, EINVAL, "%s: unknown source '%.32s' (sources: admin, hintd, "
-                   "advise, preload)", cmds[k].name, word[nwords - 1] + 5);
+                   "advise, preload)", c->doc.name, word[nwords - 1] + 5);
       return 0;
     }
     nwords--;
   }
-  if (nwords - 1 != cmds[k].args) {
-    reply_error (reply, rlen, EINVAL, "%s: %s (usage: %s)", cmds[k].name,
-                 nwords - 1 < cmds[k].args ? "missing arguments" : "too many arguments",
-                 cmds[k].usage);
+  if (nwords - 1 != c->args) {
+    reply_error (reply, rlen, EINVAL, "%s: %s (usage: %s)", c->doc.name,
+                 nwords - 1 < c->args ? "missing arguments" : "too many arguments",
+                 c->doc.usage);
     return 0;
   }
-
-  uint64_t off, len;
-  switch (k) {
-  case C_VERSION:
-    reply_ok (reply, rlen, "%d", HC_CONTROL_VERSION);
-    return 0;
-
-  case C_ADVISE: {
-    struct hc_hint h;
-    if (parse_range (v, word[1], word[2], &off, &len, reply, rlen) < 0
-        || parse_advise_hint (word[3], &h, reply, rlen) < 0)
-      return 0;
-    if ((rc = hc_volume_advise_from (v, off, len, h, source)) < 0)
-      reply_volume_error (reply, rlen, rc == -ENOSPC ? "advise (the range table is full)"
-                          : "advise", rc);
-    else
-      reply_ok (reply, rlen, "%s", "");
-    return 0;
-  }
-
-  case C_UNADVISE:
-    if (parse_range (v, word[1], word[2], &off, &len, reply, rlen) < 0)
-      return 0;
-    if ((rc = hc_volume_unadvise_from (v, off, len, source)) < 0)
-      reply_volume_error (reply, rlen, rc == -ENOSPC ? "unadvise (the range table is full)"
-                          : "unadvise", rc);
-    else
-      reply_ok (reply, rlen, "%s", "");
-    return 0;
-
-  case C_HINT: {
-    char text[128];
-    if (parse_range (v, word[1], NULL, &off, NULL, reply, rlen) < 0)
-      return 0;
-    struct hc_hint h = hc_volume_range_hint (v, off);
-    if (h.cls == HC_CLASS_UNCLASSIFIED && h.advice == HC_ADVICE_NONE && h.flags == 0)
-      snprintf (text, sizeof text, "%s", hc_class_name (HC_CLASS_UNCLASSIFIED));
-    else if (hc_hint_format (h, text, sizeof text) < 0) {
-      reply_error (reply, rlen, EIO, "the stored hint is invalid");
-      return 0;
-    }
-    reply_ok (reply, rlen, "%s", text);
-    return 0;
-  }
-
-  case C_STATS: {
-    struct hc_stats st;
-    if ((rc = hc_volume_stats (v, &st)) < 0) {
-      reply_volume_error (reply, rlen, "stats", rc);
-      return 0;
-    }
-    if (rlen <= 3 || hc_stats_format (&st, reply + 3, rlen - 3) < 0) {
-      reply_error (reply, rlen, ENOSPC, "the statistics do not fit in a reply line");
-      return 0;
-    }
-    memcpy (reply, "ok ", 3);
-    return 0;
-  }
-
-  case C_INFO: {
-    struct hc_volume_info in;
-    hc_volume_get_info (v, &in);
-    reply_ok (reply, rlen, "size=%" PRIu64 " block_size=%" PRIu32 " cache_blocks=%" PRIu32
-              " mode=%s policy=%s range_hints=%" PRIu32, in.volume_size, in.block_size,
-              in.nblocks, hc_mode_name (in.mode) ? hc_mode_name (in.mode) : "unknown",
-              in.policy[0] ? in.policy : "unknown", in.range_hints);
-    return 0;
-  }
-
-  case C_CLEAN:
-    if ((rc = hc_volume_clean (v)) < 0)
-      reply_volume_error (reply, rlen, "clean", rc);
-    else
-      reply_ok (reply, rlen, "%s", "");
-    return 0;
-
-  case C_MODE: {
-    enum hc_mode mode;
-    if (hc_mode_parse (word[1], &mode) < 0) {
-      reply_error (reply, rlen, EINVAL, "unknown mode '%.32s' (writethrough, writeback, "
-                   "writearound, passthrough; or wt, wb, wa, pt)", word[1]);
-      return 0;
-    }
-    if ((rc = hc_volume_set_mode (v, mode)) < 0)
-      reply_volume_error (reply, rlen, "mode", rc);
-    else
-      reply_ok (reply, rlen, "%s", "");
-    return 0;
-  }
-
-  case C_QUIT:
-  default:
-    reply_ok (reply, rlen, "%s", "");
-    return 1;
-  }
+  return c->run (v, word, source, reply, rlen);
 }
