@@ -1,10 +1,13 @@
 /* A tiny test harness: CHECK records a failure with its location and goes
  * on, so one run reports every broken case; test_exit() turns the count into
- * the exit status CTest reads (0 pass, 1 fail; 77 means skipped); test_mutate()
- * makes seeded mutants of an input for robustness tests. */
+ * the exit status CTest reads (0 pass, 1 fail); test_skip() ends a part whose
+ * prerequisite is missing with 77, which CTest reports as skipped;
+ * test_tmp() is where temporary files go; test_mutate() makes seeded mutants
+ * of an input for robustness tests. */
 #ifndef HC_TEST_H
 #define HC_TEST_H
 
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -37,6 +40,34 @@ test_exit (const char *name)
   }
   printf ("%s: %u checks passed\n", name, test_checks);
   return 0;
+}
+
+/* Ends a part of a test whose prerequisite is missing: prints why on one
+ * line and returns 77 (skipped) — or, if a check has failed already, fails
+ * as test_exit() does.  A missing prerequisite never makes a part pass. */
+static inline int __attribute__ ((format (printf, 2, 3)))
+test_skip (const char *name, const char *fmt, ...)
+{
+  va_list ap;
+
+  if (test_failures)
+    return test_exit (name);
+  printf ("%s: skipped: ", name);
+  va_start (ap, fmt);
+  vprintf (fmt, ap);
+  va_end (ap);
+  putchar ('\n');
+  return 77;
+}
+
+/* The directory for temporary files: $TMPDIR, or /tmp where it is unset or
+ * empty. */
+static inline const char *
+test_tmp (void)
+{
+  const char *t = getenv ("TMPDIR");
+
+  return t && *t ? t : "/tmp";
 }
 
 /* Seconds on the monotonic clock. */

@@ -8,8 +8,17 @@
  * SO_PEERCRED), and the tool against a live server: control, advise with
  * ranges and with files' FIEMAP extents, stats --json, clean, --withdraw.
  *
- * Usage: test_control [PATH-TO-hintcache-TOOL]; without the tool its part
- * is skipped.
+ * Without an argument it runs everything but the parts below, each of
+ * which is its own CTest test and exits 77 (skipped), saying why, where its
+ * prerequisite is missing:
+ *
+ *   test_control other-user               the other-user refusals (root)
+ *   test_control tool PATH-TO-hintcache   the tool against a live server
+ *                                         (a sparse 1 TiB file)
+ *   test_control files PATH-TO-hintcache  advise --file (FIEMAP where the
+ *                                         files are, a sparse file)
+ *
+ * Files and sockets go to a directory in $TMPDIR (or /tmp).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -36,7 +45,7 @@
 #define FAST (4u << 20)
 #define SLOW (8u << 20)
 
-static char tmpdir[64];
+static char tmpdir[96];
 static const char *tool;
 
 /* ---------------------------------------------------------------------------
@@ -575,8 +584,8 @@ fake_greeting (const char *path, const char *greeting, char *why, size_t whylen)
   return f.rc;
 }
 
-/* In a child that becomes uid 65534: connects, and exits 0 if the result is
- * -EACCES and `why` contains `says`. */
+/* In a child that becomes uid 65534 (3 if it cannot): connects, and exits 0
+ * if the result is -EACCES and `why` contains `says`. */
 static int
 as_nobody (const char *path, const char *says)
 {
@@ -590,6 +599,23 @@ as_nobody (const char *path, const char *says)
     if (rc == 0)
       _exit (2);
     _exit (rc == -EACCES && strstr (why, says) ? 0 : 1);
+  }
+  int st;
+  if (pid < 0 || waitpid (pid, &st, 0) != pid || !WIFEXITED (st))
+    return -1;
+  return WEXITSTATUS (st);
+}
+
+/* In a child that becomes uid 65534: exits 0 if it can reach dir, 1 if
+ * not, 3 if it cannot become that user. */
+static int
+nobody_reaches (const char *dir)
+{
+  pid_t pid = fork ();
+  if (pid == 0) {
+    if (setgroups (0, NULL) < 0 || setgid (65534) < 0 || setuid (65534) < 0)
+      _exit (3);
+    _exit (access (dir, X_OK) == 0 ? 0 : 1);
   }
   int st;
   if (pid < 0 || waitpid (pid, &st, 0) != pid || !WIFEXITED (st))
@@ -808,19 +834,6 @@ test_server (void)
       hc_control_close (many[i]);
   }
 
-  /* A user that is neither root nor the server's: refused by the file's
-   * mode, then (after chmod 0666) by SO_PEERCRED. */
-  if (geteuid () == 0) {
-    chmod (tmpdir, 0711);
-    CHECK (as_nobody (path, "Permission denied") == 0, "uid 65534 refused by the 0600 mode");
-    CHECK (chmod (path, 0666) == 0, "chmod 0666");
-    CHECK (as_nobody (path, "refused this user") == 0, "uid 65534 refused by SO_PEERCRED");
-    chmod (path, 0600);
-    chmod (tmpdir, 0700);
-  } else {
-    printf ("test_control: not root: the other-user checks are skipped\n");
-  }
-
   /* Stop with a client still connected: it sees the end; the file is gone. */
   hc_control_stop (srv);
   CHECK (hc_control_request (c, "version", reply, sizeof reply) == -EPIPE, "after stop: %s", reply);
@@ -871,6 +884,49 @@ test_server (void)
   CHECK (fake_greeting (path, "error EPERM go away\n", why, sizeof why) == -EACCES, "EPERM: %s", why);
   CHECK (fake_greeting (path, "error EBUSY full\n", why, sizeof why) == -EBUSY, "EBUSY: %s", why);
   vol_free (&x);
+}
+
+/* `test_control other-user`: a user that is neither root nor the server's
+ * is refused by the socket file's mode, then (after chmod 0666) by
+ * SO_PEERCRED.  Needs root, to become uid 65534. */
+static int
+test_other_user (void)
+{
+  struct vol x;
+  hc_control *srv = NULL;
+  char path[128], why[256];
+  struct stat st;
+  int rc;
+
+  if (geteuid () != 0)
+    return test_skip ("test_control other-user", "not root: cannot become another user");
+  /* The refusals must come from the socket, not from a directory above it
+   * closed to that user. */
+  CHECK (chmod (tmpdir, 0711) == 0, "chmod 0711 %s", tmpdir);
+  rc = nobody_reaches (tmpdir);
+  chmod (tmpdir, 0700);
+  if (rc == 1)
+    return test_skip ("test_control other-user", "uid 65534 cannot reach %s: a directory above "
+                      "it is closed to other users", tmpdir);
+  CHECK (rc == 0, "uid 65534 reaches %s: status %d", tmpdir, rc);
+  if (rc != 0 || vol_make (&x, NULL) < 0)
+    return 0;
+  snprintf (path, sizeof path, "%s/user.sock", tmpdir);
+  rc = hc_control_start (x.v, path, &srv, why, sizeof why);
+  CHECK (rc == 0, "start: %s", why);
+  if (rc == 0) {
+    CHECK (stat (path, &st) == 0 && (st.st_mode & 07777) == 0600, "socket mode %o",
+           st.st_mode & 07777);
+    chmod (tmpdir, 0711);
+    CHECK (as_nobody (path, "Permission denied") == 0, "uid 65534 refused by the 0600 mode");
+    CHECK (chmod (path, 0666) == 0, "chmod 0666");
+    CHECK (as_nobody (path, "refused this user") == 0, "uid 65534 refused by SO_PEERCRED");
+    chmod (path, 0600);
+    chmod (tmpdir, 0700);
+    hc_control_stop (srv);
+  }
+  vol_free (&x);
+  return 0;
 }
 
 /* ---------------------------------------------------------------------------
@@ -932,57 +988,61 @@ write_file (const char *path, size_t len, int seed)
   return rc;
 }
 
-static void
-test_tool (void)
+/* Starts a volume over a sparse slow tier of `vsize` bytes at slowpath,
+ * served at sock; returns 0, 77 (test_skip's) where no sparse file that
+ * large can be made there, or -1 after a failed check. */
+static int
+serve_sparse (struct vol *x, hc_control **srv, const char *sock, const char *slowpath,
+              uint64_t vsize, const char *part)
 {
-  char sock[128], slowpath[128], f1[128], f2[128], out[1 << 16];
-  struct vol x;
-  hc_control *srv;
-  hc_tier *slow;
-  uint64_t phys1 = 0, phys2 = 0, end1 = 0, end2 = 0, vsize = 1ull << 40;
-  int rc;
+  hc_tier *slow = NULL;
+  char why[256];
+  int fd, rc;
 
-  if (!tool) {
-    printf ("test_control: no tool given: its checks are skipped\n");
-    return;
-  }
-  snprintf (sock, sizeof sock, "%s/tool.sock", tmpdir);
-  snprintf (slowpath, sizeof slowpath, "%s/slow.img", tmpdir);
-  snprintf (f1, sizeof f1, "%s/file1", tmpdir);
-  snprintf (f2, sizeof f2, "%s/file2", tmpdir);
-
-  /* Files with extents on this file system, and where they are. */
-  bool fiemap = write_file (f1, 2 << 20, 1) == 0 && write_file (f2, 1 << 20, 2) == 0
-                && first_extent (f1, &phys1, &end1) == 0 && first_extent (f2, &phys2, &end2) == 0;
-  if (!fiemap)
-    printf ("test_control: no FIEMAP extents in %s: the --file checks are skipped\n", tmpdir);
-  else if (end1 > vsize / 2 || end2 > vsize / 2)
-    vsize = 2 * (end1 > end2 ? end1 : end2);
-  vsize = (vsize + (1 << 20) - 1) & ~(uint64_t) ((1 << 20) - 1);
-
-  /* A volume over a sparse slow tier as large as that. */
-  int fd = open (slowpath, O_CREAT | O_RDWR | O_TRUNC, 0600);
-  if (fd < 0 || ftruncate (fd, (off_t) vsize) < 0) {
-    printf ("test_control: cannot make a sparse %" PRIu64 "-byte file: tool checks skipped\n", vsize);
-    if (fd >= 0)
-      close (fd);
+  fd = open (slowpath, O_CREAT | O_RDWR | O_TRUNC, 0600);
+  CHECK (fd >= 0, "create %s: %s", slowpath, strerror (errno));
+  if (fd < 0)
+    return -1;
+  if (ftruncate (fd, (off_t) vsize) < 0) {
+    int e = errno;
+    close (fd);
     unlink (slowpath);
-    return;
+    return test_skip (part, "cannot make a sparse %" PRIu64 "-byte file in %s: %s", vsize, tmpdir,
+                      strerror (e));
   }
   close (fd);
-  CHECK (hc_tier_open_file (slowpath, 0, &slow) == 0, "open the sparse slow tier");
-  if (vol_make (&x, slow) < 0) {
+  rc = hc_tier_open_file (slowpath, 0, &slow);
+  CHECK (rc == 0, "open the sparse slow tier: %s", strerror (-rc));
+  if (rc < 0 || vol_make (x, slow) < 0) {
     unlink (slowpath);
-    return;
+    return -1;
   }
-  char why[256];
-  rc = hc_control_start (x.v, sock, &srv, why, sizeof why);
+  rc = hc_control_start (x->v, sock, srv, why, sizeof why);
   CHECK (rc == 0, "start: %s", why);
   if (rc < 0) {
-    vol_free (&x);
+    vol_free (x);
     unlink (slowpath);
-    return;
+    return -1;
   }
+  return 0;
+}
+
+static int
+test_tool (void)
+{
+  static const char part[] = "test_control tool";
+  char sock[128], slowpath[128], out[1 << 16];
+  struct vol x;
+  hc_control *srv;
+  int rc;
+
+  if (!tool)
+    return test_skip (part, "no tool given (usage: test_control tool PATH-TO-hintcache)");
+  snprintf (sock, sizeof sock, "%s/tool.sock", tmpdir);
+  snprintf (slowpath, sizeof slowpath, "%s/slow.img", tmpdir);
+  rc = serve_sparse (&x, &srv, sock, slowpath, 1ull << 40, part);
+  if (rc)
+    return rc > 0 ? rc : 0;
 
   /* control */
   rc = run_tool (out, sizeof out, "control --socket %s version", sock);
@@ -1069,58 +1129,112 @@ test_tool (void)
             st.cls[HC_CLASS_TRANSACTION].dirty);
   rc = run_tool (out, sizeof out, "clean --socket %s", sock);
   CHECK (rc == 0 && strcmp (out, want_clean) == 0, "clean: %d '%s'", rc, out);
-  run_tool (out, sizeof out, "control --socket %s 'mode writethrough'", sock);
+
+  hc_control_stop (srv);
+  vol_free (&x);
+  unlink (slowpath);
+  return 0;
+}
+
+/* `test_control files`: advise --file with the extents FIEMAP reports, on
+ * files in tmpdir.  Needs the tool, FIEMAP there, and a sparse file as
+ * large as twice the files' offsets (1 TiB at least). */
+static int
+test_files (void)
+{
+  static const char part[] = "test_control files";
+  char sock[128], slowpath[128], f1[128], f2[128], out[1 << 16], hint[64], want[256];
+  struct vol x;
+  hc_control *srv;
+  uint64_t phys1 = 0, phys2 = 0, end1 = 0, end2 = 0, vsize = 1ull << 40;
+  int rc, rc2;
+
+  if (!tool)
+    return test_skip (part, "no tool given (usage: test_control files PATH-TO-hintcache)");
+  snprintf (sock, sizeof sock, "%s/tool.sock", tmpdir);
+  snprintf (slowpath, sizeof slowpath, "%s/slow.img", tmpdir);
+  snprintf (f1, sizeof f1, "%s/file1", tmpdir);
+  snprintf (f2, sizeof f2, "%s/file2", tmpdir);
+
+  /* Files with extents on this file system, and where they are. */
+  CHECK (write_file (f1, 2 << 20, 1) == 0 && write_file (f2, 1 << 20, 2) == 0, "wrote %s and %s",
+         f1, f2);
+  rc = first_extent (f1, &phys1, &end1);
+  rc2 = first_extent (f2, &phys2, &end2);
+  if (rc == 0)
+    rc = rc2;
+  if (rc == -EOPNOTSUPP || rc == -ENOTTY || rc == -ENODATA) {
+    unlink (f1);
+    unlink (f2);
+    return test_skip (part, "no FIEMAP extents in %s: %s", tmpdir, strerror (-rc));
+  }
+  CHECK (rc == 0, "FIEMAP of %s and %s: %s", f1, f2, strerror (-rc));
+  if (end1 > vsize / 2 || end2 > vsize / 2)
+    vsize = 2 * (end1 > end2 ? end1 : end2);
+  vsize = (vsize + (1 << 20) - 1) & ~(uint64_t) ((1 << 20) - 1);
+
+  /* A volume over a sparse slow tier as large as that. */
+  if (rc == 0)
+    rc = serve_sparse (&x, &srv, sock, slowpath, vsize, part);
+  if (rc) {
+    unlink (f1);
+    unlink (f2);
+    return rc > 0 ? rc : 0;
+  }
 
   /* advise --file: the extents FIEMAP reports are hinted. */
-  if (fiemap) {
-    char hint[64];
-    rc = run_tool (out, sizeof out, "advise --socket %s --mount /tmp --file %s metadata --device-offset 0", sock, f1);
-    CHECK (rc == 0, "advise --file: %d '%s'", rc, out);
-    char want[256];
-    snprintf (want, sizeof want, "%s: ", f1);
-    CHECK (starts (out, want) && strstr (out, " bytes -> metadata\n"), "output: '%s'", out);
-    CHECK (strstr (out, " 2097152 bytes"), "all 2 MiB: '%s'", out);
-    snprintf (hint, sizeof hint, "hint %" PRIu64, phys1);
-    rc = run_tool (out, sizeof out, "control --socket %s '%s'", sock, hint);
-    CHECK (rc == 0 && strcmp (out, "ok metadata\n") == 0, "%s: '%s'", hint, out);
-    CHECK (hc_volume_range_hint (x.v, end1 - 1).cls == HC_CLASS_METADATA, "the last extent too");
-    /* Several files as operands (a shell glob), with --file once. */
-    rc = run_tool (out, sizeof out, "advise --socket %s --mount /tmp --file %s %s journal", sock, f1, f2);
-    CHECK (rc == 0 && strstr (out, "file1: ") && strstr (out, "file2: "), "two files: '%s'", out);
-    CHECK (hc_volume_range_hint (x.v, phys1).cls == HC_CLASS_JOURNAL
-           && hc_volume_range_hint (x.v, phys2).cls == HC_CLASS_JOURNAL, "both journal");
-    /* --withdraw clears them. */
-    rc = run_tool (out, sizeof out, "advise --socket %s --mount /tmp --file %s --file %s --withdraw", sock, f1, f2);
-    CHECK (rc == 0 && strstr (out, "-> withdrawn"), "withdraw files: %d '%s'", rc, out);
-    snprintf (hint, sizeof hint, "hint %" PRIu64, phys1);
-    rc = run_tool (out, sizeof out, "control --socket %s '%s'", sock, hint);
-    CHECK (rc == 0 && strcmp (out, "ok unclassified\n") == 0, "withdrawn: '%s'", out);
-    CHECK (hc_volume_range_hint (x.v, phys2).cls == 0, "file2 withdrawn");
-    /* A device offset shifts the ranges. */
-    rc = run_tool (out, sizeof out, "advise --socket %s --mount /tmp --file %s --device-offset 1M data", sock, f2);
-    CHECK (rc == 0 && hc_volume_range_hint (x.v, phys2 + (1 << 20)).cls == HC_CLASS_DATA,
-           "device offset: %d '%s'", rc, out);
-    /* Files that are not there, or not regular. */
-    rc = run_tool (out, sizeof out, "advise --socket %s --mount /tmp --file %s/none journal", sock, tmpdir);
-    CHECK (rc == 1 && strstr (out, "No such file"), "missing file: %d '%s'", rc, out);
-    rc = run_tool (out, sizeof out, "advise --socket %s --mount /tmp --file %s journal", sock, tmpdir);
-    CHECK (rc == 1 && strstr (out, "not a regular file"), "directory: %d '%s'", rc, out);
-    /* A file on another file system than the volume's is refused, and
-     * nothing is hinted. */
-    rc = run_tool (out, sizeof out, "advise --socket %s --mount /proc --file %s background", sock,
-                   f1);
-    CHECK (rc == 1 && strstr (out, "is not on the file system mounted at /proc"),
-           "another file system: %d '%s'", rc, out);
-    CHECK (hc_volume_range_hint (x.v, phys1).cls != HC_CLASS_BACKGROUND, "nothing hinted");
-    rc = run_tool (out, sizeof out, "advise --socket %s --file %s journal", sock, f1);
-    CHECK (rc == 2 && strstr (out, "--file needs --mount"), "--mount required: %d '%s'", rc, out);
-  }
+  rc = run_tool (out, sizeof out, "advise --socket %s --mount %s --file %s metadata "
+                 "--device-offset 0", sock, tmpdir, f1);
+  CHECK (rc == 0, "advise --file: %d '%s'", rc, out);
+  snprintf (want, sizeof want, "%s: ", f1);
+  CHECK (starts (out, want) && strstr (out, " bytes -> metadata\n"), "output: '%s'", out);
+  CHECK (strstr (out, " 2097152 bytes"), "all 2 MiB: '%s'", out);
+  snprintf (hint, sizeof hint, "hint %" PRIu64, phys1);
+  rc = run_tool (out, sizeof out, "control --socket %s '%s'", sock, hint);
+  CHECK (rc == 0 && strcmp (out, "ok metadata\n") == 0, "%s: '%s'", hint, out);
+  CHECK (hc_volume_range_hint (x.v, end1 - 1).cls == HC_CLASS_METADATA, "the last extent too");
+  /* Several files as operands (a shell glob), with --file once. */
+  rc = run_tool (out, sizeof out, "advise --socket %s --mount %s --file %s %s journal", sock,
+                 tmpdir, f1, f2);
+  CHECK (rc == 0 && strstr (out, "file1: ") && strstr (out, "file2: "), "two files: '%s'", out);
+  CHECK (hc_volume_range_hint (x.v, phys1).cls == HC_CLASS_JOURNAL
+         && hc_volume_range_hint (x.v, phys2).cls == HC_CLASS_JOURNAL, "both journal");
+  /* --withdraw clears them. */
+  rc = run_tool (out, sizeof out, "advise --socket %s --mount %s --file %s --file %s --withdraw",
+                 sock, tmpdir, f1, f2);
+  CHECK (rc == 0 && strstr (out, "-> withdrawn"), "withdraw files: %d '%s'", rc, out);
+  snprintf (hint, sizeof hint, "hint %" PRIu64, phys1);
+  rc = run_tool (out, sizeof out, "control --socket %s '%s'", sock, hint);
+  CHECK (rc == 0 && strcmp (out, "ok unclassified\n") == 0, "withdrawn: '%s'", out);
+  CHECK (hc_volume_range_hint (x.v, phys2).cls == 0, "file2 withdrawn");
+  /* A device offset shifts the ranges. */
+  rc = run_tool (out, sizeof out, "advise --socket %s --mount %s --file %s --device-offset 1M data",
+                 sock, tmpdir, f2);
+  CHECK (rc == 0 && hc_volume_range_hint (x.v, phys2 + (1 << 20)).cls == HC_CLASS_DATA,
+         "device offset: %d '%s'", rc, out);
+  /* Files that are not there, or not regular. */
+  rc = run_tool (out, sizeof out, "advise --socket %s --mount %s --file %s/none journal", sock,
+                 tmpdir, tmpdir);
+  CHECK (rc == 1 && strstr (out, "No such file"), "missing file: %d '%s'", rc, out);
+  rc = run_tool (out, sizeof out, "advise --socket %s --mount %s --file %s journal", sock, tmpdir,
+                 tmpdir);
+  CHECK (rc == 1 && strstr (out, "not a regular file"), "directory: %d '%s'", rc, out);
+  /* A file on another file system than the volume's is refused, and
+   * nothing is hinted. */
+  rc = run_tool (out, sizeof out, "advise --socket %s --mount /proc --file %s background", sock,
+                 f1);
+  CHECK (rc == 1 && strstr (out, "is not on the file system mounted at /proc"),
+         "another file system: %d '%s'", rc, out);
+  CHECK (hc_volume_range_hint (x.v, phys1).cls != HC_CLASS_BACKGROUND, "nothing hinted");
+  rc = run_tool (out, sizeof out, "advise --socket %s --file %s journal", sock, f1);
+  CHECK (rc == 2 && strstr (out, "--file needs --mount"), "--mount required: %d '%s'", rc, out);
 
   hc_control_stop (srv);
   vol_free (&x);
   unlink (slowpath);
   unlink (f1);
   unlink (f2);
+  return 0;
 }
 
 /* Mutants of well-formed requests: every one gets one reply line, "ok…"
@@ -1154,24 +1268,47 @@ test_exec_mutants (void)
 int
 main (int argc, char **argv)
 {
-  if (argc > 1)
-    tool = argv[1];
+  static const struct {
+    const char *name;
+    int (*run) (void);
+  } parts[] = { { "other-user", test_other_user }, { "tool", test_tool }, { "files", test_files } };
+  const char *part = argc > 1 ? argv[1] : NULL;
+  char name[64];
+  int rc = 0;
+  size_t i;
+
+  for (i = 0; part && i < sizeof parts / sizeof parts[0]; i++)
+    if (strcmp (part, parts[i].name) == 0)
+      break;
+  if (argc > 3 || (part && i == sizeof parts / sizeof parts[0])) {
+    fprintf (stderr, "usage: test_control [other-user | tool PATH-TO-hintcache | files "
+             "PATH-TO-hintcache]\n");
+    return 2;
+  }
+  if (argc > 2)
+    tool = argv[2];
   if (tool && access (tool, X_OK) != 0) {
     fprintf (stderr, "test_control: %s is not executable\n", tool);
     return 1;
   }
-  snprintf (tmpdir, sizeof tmpdir, "/tmp/test_control.XXXXXX");
-  if (!mkdtemp (tmpdir)) {
-    perror ("mkdtemp");
-    return 77;
+  if (snprintf (tmpdir, sizeof tmpdir, "%s/test_control.XXXXXX", test_tmp ()) >= (int) sizeof tmpdir
+      || !mkdtemp (tmpdir)) {
+    fprintf (stderr, "test_control: cannot make a directory in %s: %s\n", test_tmp (),
+             strlen (test_tmp ()) > 60 ? "its path is too long" : strerror (errno));
+    return 1;
   }
-  test_exec ();
-  test_sources ();
-  test_exec_mutants ();
-  test_stats_text ();
-  test_server ();
-  test_idle_slots ();
-  test_tool ();
+  if (part) {
+    snprintf (name, sizeof name, "test_control %s", part);
+    rc = parts[i].run ();
+  } else {
+    snprintf (name, sizeof name, "test_control");
+    test_exec ();
+    test_sources ();
+    test_exec_mutants ();
+    test_stats_text ();
+    test_server ();
+    test_idle_slots ();
+  }
   rmdir (tmpdir);
-  return test_exit ("test_control");
+  return rc ? rc : test_exit (name);
 }

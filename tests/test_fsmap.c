@@ -9,18 +9,27 @@
  *     the old map gives the new one exactly (plus hand-made splits, merges,
  *     overlapping changes, a map going to empty, and hc_fsmap_apply with
  *     refused and unknown operations);
- *   - the ext4 layout scan of images made with mkfs.ext4 -d (no mounting),
- *     checked against dumpe2fs and debugfs: group metadata, the journal,
- *     directory blocks, extent-tree blocks, and data blocks left alone;
- *   - the tree walk with rules and FIEMAP on a directory under /tmp;
- *   - `hintcache hintd` against an in-process control server: --once,
- *     --dry-run, --show-rules, usage errors, and a background daemon that
- *     withdraws and changes hints as files are deleted, renamed and
- *     truncated, survives a server restart, and exits 0 on SIGTERM.
+ *   - the ext4 layout scan's refusals (not ext2/3/4, no such image) and
+ *     libext2fs's error messages;
+ *   - `test_fsmap layout`: the ext4 layout scan of images made with
+ *     mkfs.ext4 -d (no mounting), checked against dumpe2fs and debugfs:
+ *     group metadata, the journal, directory blocks, extent-tree blocks,
+ *     and data blocks left alone; damaged images;
+ *   - `test_fsmap tree`: the tree walk with rules and FIEMAP on a directory
+ *     in $TMPDIR (or /tmp);
+ *   - `test_fsmap hintd`: `hintcache hintd` without a server: --show-rules,
+ *     --help, usage errors and bad rules;
+ *   - `test_fsmap daemon`: `hintcache hintd` against an in-process control
+ *     server: --once, --dry-run, and a background daemon that withdraws and
+ *     changes hints as files are deleted, renamed and truncated, survives a
+ *     server restart, and exits 0 on SIGTERM.
  *
- * Parts that need mkfs.ext4/dumpe2fs/debugfs, FIEMAP on /tmp or the tool
- * (found as ../hintcache next to this test's directory) are skipped with a
- * note when those are missing.
+ * Without an argument it runs the parts without a prerequisite; each named
+ * part is its own CTest test and exits 77 (skipped), saying why, where what
+ * it needs is missing: mkfs.ext4, dumpe2fs and debugfs (on PATH, /usr/sbin
+ * or /sbin) for layout; FIEMAP in $TMPDIR for tree; the tool (found as
+ * ../hintcache next to this test's directory) for hintd; the tool, FIEMAP
+ * and a sparse file large enough for the files' offsets for daemon.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -41,7 +50,7 @@
 #include "hintcache/hintcache.h"
 #include "test.h"
 
-static char tmpdir[64];
+static char tmpdir[96];
 static char tool[PATH_MAX + 32];
 
 static struct hc_hint
@@ -78,11 +87,12 @@ sh (char *out, size_t len, bool both, const char *fmt, ...)
   return WIFEXITED (st) ? WEXITSTATUS (st) : -1;
 }
 
+/* True if prog is on PATH (which test_layout extends with /usr/sbin and
+ * /sbin, where e2fsprogs lives). */
 static bool
 have (const char *prog)
 {
-  return sh (NULL, 0, true, "command -v %s >/dev/null || test -x /usr/sbin/%s || test -x /sbin/%s",
-             prog, prog, prog) == 0;
+  return sh (NULL, 0, true, "command -v %s >/dev/null", prog) == 0;
 }
 
 /* ---------------------------------------------------------------------------
@@ -811,18 +821,27 @@ layout_map (const char *image, uint64_t off, struct hc_fsmap *m, struct hc_fsmap
   return rc;
 }
 
-static void
+static int
 test_layout (void)
 {
-  char src[128], image[128], path[256];
+  char src[160], image[160], path[256];
   struct hc_fsmap m = { 0 };
   struct hc_fsmap_stats st = { 0 };
+  const char *old_path = getenv ("PATH");
+  char *new_path;
   int rc;
 
-  if (!have ("mkfs.ext4") || !have ("debugfs") || !have ("dumpe2fs")) {
-    printf ("test_fsmap: mkfs.ext4, debugfs or dumpe2fs missing: layout checks skipped\n");
-    return;
+  /* e2fsprogs lives in /usr/sbin, which a user's PATH may lack. */
+  if (!old_path || !*old_path)
+    old_path = "/usr/bin:/bin";
+  new_path = malloc (strlen (old_path) + sizeof ":/usr/sbin:/sbin");
+  if (new_path) {
+    sprintf (new_path, "%s:/usr/sbin:/sbin", old_path);
+    setenv ("PATH", new_path, 1);
+    free (new_path);
   }
+  if (!have ("mkfs.ext4") || !have ("debugfs") || !have ("dumpe2fs"))
+    return test_skip ("test_fsmap layout", "mkfs.ext4, debugfs or dumpe2fs missing (e2fsprogs)");
   snprintf (src, sizeof src, "%s/src", tmpdir);
   snprintf (image, sizeof image, "%s/fs.img", tmpdir);
   /* A tree: nested directories, a directory of many entries (several
@@ -858,7 +877,7 @@ test_layout (void)
   rc = sh (NULL, 0, true, "mkfs.ext4 -q -F -b 4096 -d %s %s 64M", src, image);
   CHECK (rc == 0, "mkfs.ext4 -d: %d", rc);
   if (rc != 0)
-    return;
+    return 0;
 
   rc = layout_map (image, 0, &m, &st);
   CHECK (rc == 0, "layout scan: %d %s", rc, st.why);
@@ -982,6 +1001,18 @@ test_layout (void)
     hc_fsmap_stats_free (&st);
     unlink (path);
   }
+  return 0;
+}
+
+/* What the layout scan refuses, and libext2fs's errors as messages: no
+ * image made, so no e2fsprogs needed. */
+static void
+test_layout_errors (void)
+{
+  char path[160];
+  struct hc_fsmap m = { 0 };
+  struct hc_fsmap_stats st = { 0 };
+  int fd, rc;
 
   /* Every libext2fs error has its message (2133571361 is "Can't read next
    * inode", which a scan of a device with a read error stops at). */
@@ -1062,8 +1093,45 @@ saw_dir (void *arg, const char *path)
     d->root = true;
 }
 
-/* Makes the walk's tree under dir; returns false if FIEMAP gives nothing. */
-static bool
+/* Returns 0 if FIEMAP places a file written and synced in dir; else why
+ * not: -EOPNOTSUPP or -ENOTTY (no FIEMAP there), -ENODATA (no extent with
+ * a place), or another errno (an error). */
+static int
+fiemap_in (const char *dir)
+{
+  char p[256];
+  struct hc_extent_list x = { 0 };
+  int fd, rc;
+
+  snprintf (p, sizeof p, "%s/fiemap.probe", dir);
+  CHECK (write_file (p, 64 << 10, 1, true) == 0, "wrote %s", p);
+  fd = open (p, O_RDONLY);
+  rc = fd < 0 ? -errno : hc_file_extents (fd, 0, UINT64_MAX, HC_EXTENTS_SYNC, &x);
+  if (rc == 0 && x.n == 0)
+    rc = -ENODATA;
+  hc_extent_list_free (&x);
+  if (fd >= 0)
+    close (fd);
+  unlink (p);
+  return rc;
+}
+
+/* For a part that needs FIEMAP in tmpdir: 0 if it is there, test_skip's 77
+ * if not, -1 after a failed check. */
+static int
+need_fiemap (const char *part)
+{
+  int rc = fiemap_in (tmpdir);
+
+  if (rc == -EOPNOTSUPP || rc == -ENOTTY || rc == -ENODATA)
+    return test_skip (part, "no FIEMAP extents in %s: %s", tmpdir, strerror (-rc));
+  CHECK (rc == 0, "FIEMAP in %s: %s", tmpdir, strerror (-rc));
+  return rc == 0 ? 0 : -1;
+}
+
+/* Makes the walk's tree under dir, its files placed (FIEMAP gives their
+ * extents). */
+static void
 make_tree (const char *dir)
 {
   char p[256];
@@ -1099,10 +1167,10 @@ make_tree (const char *dir)
     hc_extent_list_free (&x);
     close (fd);
   }
-  return ok;
+  CHECK (ok, "the tree under %s: files written, links made, extents found", dir);
 }
 
-static void
+static int
 test_tree (void)
 {
   char dir[128], p[256];
@@ -1111,16 +1179,17 @@ test_tree (void)
   struct hc_fsmap_stats st = { 0 };
   struct dirs_seen seen = { 0 };
 
+  int rc = need_fiemap ("test_fsmap tree");
+
+  if (rc)
+    return rc > 0 ? rc : 0;
   snprintf (dir, sizeof dir, "%s/tree", tmpdir);
-  if (!make_tree (dir)) {
-    printf ("test_fsmap: no FIEMAP extents under %s: tree checks skipped\n", tmpdir);
-    return;
-  }
+  make_tree (dir);
   CHECK (hc_fsrules_parse (test_rules, strlen (test_rules), &rs, NULL) == 0, "rules");
   seen.rootpath = dir;
   struct hc_fsmap_opts o = { .mount = dir, .rules = &rs, .top = true, .on_dir = saw_dir,
                              .arg = &seen };
-  int rc = hc_fsmap_scan (&o, &m, &st);
+  rc = hc_fsmap_scan (&o, &m, &st);
   CHECK (rc == 0, "scan: %d %s", rc, st.why);
   CHECK (hc_fsmap_check (&m) == 0, "well formed");
   CHECK (st.walk_dirs == 7 && st.walk_files == 5 && st.matched == 3 && st.pending == 0
@@ -1176,6 +1245,7 @@ test_tree (void)
   hc_fsmap_free (&m);
   hc_fsmap_stats_free (&st);
   hc_fsrules_free (&rs);
+  return 0;
 }
 
 /* ---------------------------------------------------------------------------
@@ -1227,22 +1297,16 @@ wait_hint (hc_volume *v, uint64_t off, struct hc_hint h)
   return false;
 }
 
-static void
-test_daemon (void)
+static int
+test_hintd (void)
 {
-  char dir[128], sock[128], slow[128], rules[128], log[128], p[256], p2[256];
+  char rules[128];
   static char out[1 << 16];
-  hc_tier *fast = NULL, *slowt = NULL;
-  hc_volume *v = NULL;
-  hc_control *srv = NULL;
-  char why[256];
   int rc;
 
-  if (!tool[0]) {
-    printf ("test_fsmap: the hintcache tool was not found next to the tests: daemon checks "
-            "skipped\n");
-    return;
-  }
+  if (!tool[0])
+    return test_skip ("test_fsmap hintd", "the hintcache tool is not next to the tests' "
+                      "directory (../hintcache)");
   /* Usage, --show-rules, bad rules: no server needed. */
   rc = run_tool (out, sizeof out, "hintd --show-rules");
   CHECK (rc == 0 && strstr (out, "**/pg_wal/**") && strstr (out, "background+dontneed"),
@@ -1251,17 +1315,17 @@ test_daemon (void)
   CHECK (rc == 0 && strstr (out, "demote on arrival") && strstr (out, "SIGTERM"), "--help: %d", rc);
   rc = run_tool (out, sizeof out, "hintd --socket /nonexistent");
   CHECK (rc == 2 && strstr (out, "--mount"), "no --mount: %d '%s'", rc, out);
-  rc = run_tool (out, sizeof out, "hintd --mount /tmp");
+  rc = run_tool (out, sizeof out, "hintd --mount %s", tmpdir);
   CHECK (rc == 2 && strstr (out, "--socket"), "no --socket: %d '%s'", rc, out);
-  rc = run_tool (out, sizeof out, "hintd --mount /tmp --dry-run --offset 12Q");
+  rc = run_tool (out, sizeof out, "hintd --mount %s --dry-run --offset 12Q", tmpdir);
   CHECK (rc == 2, "bad offset: %d", rc);
-  rc = run_tool (out, sizeof out, "hintd --mount /tmp --dry-run --interval 0");
+  rc = run_tool (out, sizeof out, "hintd --mount %s --dry-run --interval 0", tmpdir);
   CHECK (rc == 2, "bad interval: %d", rc);
   snprintf (rules, sizeof rules, "%s/bad.rules", tmpdir);
   FILE *f = fopen (rules, "w");
   fputs ("*.idx transaction\n*.x frobnicate\n", f);
   fclose (f);
-  rc = run_tool (out, sizeof out, "hintd --mount /tmp --dry-run --rules %s", rules);
+  rc = run_tool (out, sizeof out, "hintd --mount %s --dry-run --rules %s", tmpdir, rules);
   CHECK (rc == 2 && strstr (out, "bad.rules:2:") && strstr (out, "frobnicate"),
          "bad rules: %d '%s'", rc, out);
   snprintf (rules, sizeof rules, "%s/hintd.rules", tmpdir);
@@ -1271,19 +1335,39 @@ test_daemon (void)
   rc = run_tool (out, sizeof out, "hintd --show-rules --rules %s", rules);
   CHECK (rc == 0 && strstr (out, "/backup/**") && strstr (out, "background+dontneed"),
          "--show-rules --rules: '%s'", out);
+  return 0;
+}
 
+static int
+test_daemon (void)
+{
+  static const char part[] = "test_fsmap daemon";
+  char dir[128], sock[128], slow[128], rules[128], log[128], p[256], p2[256];
+  static char out[1 << 16];
+  hc_tier *fast = NULL, *slowt = NULL;
+  hc_volume *v = NULL;
+  hc_control *srv = NULL;
+  char why[256];
+  int rc;
+
+  if (!tool[0])
+    return test_skip (part, "the hintcache tool is not next to the tests' directory "
+                      "(../hintcache)");
+  rc = need_fiemap (part);
+  if (rc)
+    return rc > 0 ? rc : 0;
+  snprintf (rules, sizeof rules, "%s/hintd.rules", tmpdir);
+  FILE *f = fopen (rules, "w");
+  CHECK (f && fputs (test_rules, f) >= 0 && fclose (f) == 0, "wrote %s", rules);
   snprintf (dir, sizeof dir, "%s/dtree", tmpdir);
-  if (!make_tree (dir)) {
-    printf ("test_fsmap: no FIEMAP extents under %s: daemon checks skipped\n", tmpdir);
-    return;
-  }
+  make_tree (dir);
   /* --dry-run */
   rc = run_tool (out, sizeof out, "hintd --mount %s --rules %s --dry-run", dir, rules);
   CHECK (rc == 0 && strstr (out, "class map:") && strstr (out, "journal")
          && strstr (out, "db/pg_wal/000001") && strstr (out, "transaction")
          && strstr (out, "no --device"), "--dry-run: %d '%s'", rc, out);
 
-  /* A volume over a sparse slow tier large enough for /tmp's offsets. */
+  /* A volume over a sparse slow tier large enough for the files' offsets. */
   uint64_t wal, idx, tar, notes, vsize = 1ull << 40;
   snprintf (p, sizeof p, "%s/db/pg_wal/000001", dir);
   wal = phys_of (p);
@@ -1297,21 +1381,23 @@ test_daemon (void)
   if (idx > top) top = idx;
   if (tar > top) top = tar;
   if (notes > top) top = notes;
-  if (top == UINT64_MAX) {
-    printf ("test_fsmap: no extents for the daemon's files: daemon checks skipped\n");
-    return;
-  }
+  CHECK (top != UINT64_MAX, "extents for the daemon's files");
+  if (top == UINT64_MAX)
+    return 0;
   if (top + (64 << 20) > vsize / 2)
     vsize = 2 * (top + (64 << 20));
   vsize = (vsize + (1 << 20) - 1) & ~(uint64_t) ((1 << 20) - 1);
   snprintf (slow, sizeof slow, "%s/slow.img", tmpdir);
   int fd = open (slow, O_CREAT | O_RDWR | O_TRUNC, 0600);
-  if (fd < 0 || ftruncate (fd, (off_t) vsize) < 0) {
-    printf ("test_fsmap: cannot make a sparse %" PRIu64 "-byte file: daemon checks skipped\n",
-            vsize);
-    if (fd >= 0)
-      close (fd);
-    return;
+  CHECK (fd >= 0, "create %s: %s", slow, strerror (errno));
+  if (fd < 0)
+    return 0;
+  if (ftruncate (fd, (off_t) vsize) < 0) {
+    int e = errno;
+    close (fd);
+    unlink (slow);
+    return test_skip (part, "cannot make a sparse %" PRIu64 "-byte file in %s: %s", vsize, tmpdir,
+                      strerror (e));
   }
   close (fd);
   struct hc_format_opts fo = { 0 };
@@ -1434,6 +1520,7 @@ out:
   hc_tier_close (fast);
   hc_tier_close (slowt);
   unlink (slow);
+  return 0;
 }
 
 /* Mutants of the default rules: each parses or is refused with a line and
@@ -1465,10 +1552,26 @@ test_rules_mutants (void)
 }
 
 int
-main (void)
+main (int argc, char **argv)
 {
-  char self[PATH_MAX];
+  static const struct {
+    const char *name;
+    int (*run) (void);
+  } parts[] = { { "layout", test_layout }, { "tree", test_tree }, { "hintd", test_hintd },
+                { "daemon", test_daemon } };
+  const char *part = argc > 1 ? argv[1] : NULL;
+  char self[PATH_MAX], name[64];
   ssize_t n = readlink ("/proc/self/exe", self, sizeof self - 1);
+  int rc = 0;
+  size_t i;
+
+  for (i = 0; part && i < sizeof parts / sizeof parts[0]; i++)
+    if (strcmp (part, parts[i].name) == 0)
+      break;
+  if (argc > 2 || (part && i == sizeof parts / sizeof parts[0])) {
+    fprintf (stderr, "usage: test_fsmap [layout | tree | hintd | daemon]\n");
+    return 2;
+  }
 
   if (n > 0) {
     self[n] = '\0';
@@ -1480,24 +1583,29 @@ main (void)
         tool[0] = '\0';
     }
   }
-  snprintf (tmpdir, sizeof tmpdir, "/tmp/test_fsmap.XXXXXX");
-  if (!mkdtemp (tmpdir)) {
-    perror ("mkdtemp");
+  if (snprintf (tmpdir, sizeof tmpdir, "%s/test_fsmap.XXXXXX", test_tmp ()) >= (int) sizeof tmpdir
+      || !mkdtemp (tmpdir)) {
+    fprintf (stderr, "test_fsmap: cannot make a directory in %s: %s\n", test_tmp (),
+             strlen (test_tmp ()) > 60 ? "its path is too long" : strerror (errno));
     return 1;
   }
-  test_rules_table ();
-  test_rules_parse ();
-  test_rules_default ();
-  test_rules_mutants ();
-  test_builder ();
-  test_diff_random ();
-  test_diff_cases ();
-  test_layout ();
-  test_tree ();
-  test_daemon ();
-  char cmd[128];
+  if (part) {
+    snprintf (name, sizeof name, "test_fsmap %s", part);
+    rc = parts[i].run ();
+  } else {
+    snprintf (name, sizeof name, "test_fsmap");
+    test_rules_table ();
+    test_rules_parse ();
+    test_rules_default ();
+    test_rules_mutants ();
+    test_builder ();
+    test_diff_random ();
+    test_diff_cases ();
+    test_layout_errors ();
+  }
+  char cmd[160];
   snprintf (cmd, sizeof cmd, "rm -rf %s", tmpdir);
   if (system (cmd) != 0)
     fprintf (stderr, "test_fsmap: could not remove %s\n", tmpdir);
-  return test_exit ("test_fsmap");
+  return rc ? rc : test_exit (name);
 }

@@ -3,9 +3,13 @@
  * oracle and a Belady row) — a doctype, balanced tags, three plots, every
  * strategy named, hostile titles and policy names escaped, no NaN leaking
  * into the markup, the same bytes twice — and the degenerate inputs (no
- * rows, one size, no accesses).  When a Chromium binary is present the page
- * is also rendered headless to a PNG, which must be a real picture; without
- * one that part is reported and skipped, and the rest still decides. */
+ * rows, one size, no accesses).
+ *
+ * `test_report browser` renders the grid's page with headless Chromium (the
+ * binary $CHROMIUM names, else /usr/bin/chromium or chromium-browser) to a
+ * PNG of the window's size, which must be a real picture; it exits 77
+ * (skipped) when there is no such binary.  Its files go to $TMPDIR (or
+ * /tmp). */
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -167,20 +171,30 @@ rm_entry (const char *path, const struct stat *st, int flag, struct FTW *ftw)
   return remove (path);
 }
 
-/* The Chromium binary to render with, or NULL. */
+/* The Chromium binary to render with: the one $CHROMIUM names if set (NULL
+ * if that is not executable), else the first of the usual ones; or NULL. */
 static const char *
 find_chromium (void)
 {
   static const char *const paths[] = { "/usr/bin/chromium", "/usr/bin/chromium-browser" };
   const char *env = getenv ("CHROMIUM");
 
-  if (env && env[0] && access (env, X_OK) == 0)
-    return env;
+  if (env && env[0])
+    return access (env, X_OK) == 0 ? env : NULL;
   for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++)
     if (access (paths[i], X_OK) == 0)
       return paths[i];
   return NULL;
 }
+
+/* The window, and so the screenshot: wide and tall enough for the three
+ * plots and the table. */
+#define WIDTH 1200
+#define HEIGHT 1800
+#define STR_(x) #x
+#define STR(x) STR_ (x)
+#define WIDTH_S STR (WIDTH)
+#define HEIGHT_S STR (HEIGHT)
 
 /* Runs Chromium headless on `html_path`, screenshotting into `png`, its
  * output going to `log`.  Kills its whole process group after 60 s, since a
@@ -213,7 +227,8 @@ run_chromium (const char *bin, const char *dir, const char *html_path, const cha
     }
     execl (bin, bin, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
            "--no-first-run", "--disable-background-networking", "--disable-component-update",
-           "--disable-sync", profile, "--window-size=1200,1800", shot, url, (char *) NULL);
+           "--disable-sync", profile, "--window-size=" WIDTH_S "," HEIGHT_S, shot, url,
+           (char *) NULL);
     _exit (127);
   }
   setpgid (pid, pid); /* also here, so the kill below cannot race the child's own call */
@@ -232,23 +247,30 @@ run_chromium (const char *bin, const char *dir, const char *html_path, const cha
   return -1;
 }
 
-/* Renders the page to a PNG with Chromium if there is one, and checks the
- * picture is a real rendering: a PNG signature and more than 20 KB, which a
- * blank or error page does not reach. */
-static void
+/* Renders the page to a PNG with Chromium, and checks the picture is a
+ * real rendering: a PNG of the window's size, of more than 20 KB, which a
+ * blank or error page does not reach.  Exits 77 without Chromium. */
+static int
 check_rendering (const char *html, size_t len)
 {
   static const unsigned char sig[8] = { 0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n' };
-  const char *bin = find_chromium ();
-  char dir[] = "/tmp/hc-report-XXXXXX", path[256], png[256], log[256];
-  unsigned char head[8] = { 0 };
+  const char *bin = find_chromium (), *env = getenv ("CHROMIUM");
+  char dir[256], path[300], png[300], log[300];
+  unsigned char head[24] = { 0 };
   struct stat st;
   FILE *f;
   int rc;
 
+  if (!bin) {
+    if (env && env[0])
+      return test_skip ("test_report browser", "CHROMIUM=%s is not an executable", env);
+    return test_skip ("test_report browser", "no Chromium (/usr/bin/chromium or "
+                      "/usr/bin/chromium-browser; or set CHROMIUM)");
+  }
+  snprintf (dir, sizeof dir, "%s/hc-report-XXXXXX", test_tmp ());
   if (!mkdtemp (dir)) {
-    CHECK (0, "mkdtemp: %s", strerror (errno));
-    return;
+    CHECK (0, "mkdtemp %s: %s", dir, strerror (errno));
+    return 0;
   }
   snprintf (path, sizeof path, "%s/report.html", dir);
   snprintf (png, sizeof png, "%s/report.png", dir);
@@ -256,37 +278,72 @@ check_rendering (const char *html, size_t len)
   f = fopen (path, "w");
   CHECK (f && fwrite (html, 1, len, f) == len && fclose (f) == 0, "wrote %s", path);
 
-  if (!bin) {
-    printf ("chromium absent: rendering not checked\n");
-    nftw (dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
-    return;
-  }
   rc = run_chromium (bin, dir, path, png, log);
   CHECK_EQ (rc, 0, "%s rendered the page (log: %s)", bin, log);
+  st.st_size = 0;
   CHECK (stat (png, &st) == 0, "the screenshot %s exists", png);
   f = fopen (png, "rb");
-  CHECK (f && fread (head, 1, 8, f) == 8 && memcmp (head, sig, 8) == 0, "%s is a PNG", png);
+  /* The signature, then the IHDR chunk: length 13, type, width, height. */
+  CHECK (f && fread (head, 1, 24, f) == 24 && memcmp (head, sig, 8) == 0, "%s is a PNG", png);
   if (f)
     fclose (f);
+  uint32_t w = (uint32_t) head[16] << 24 | (uint32_t) head[17] << 16 | head[18] << 8 | head[19];
+  uint32_t h = (uint32_t) head[20] << 24 | (uint32_t) head[21] << 16 | head[22] << 8 | head[23];
+  CHECK (memcmp (head + 12, "IHDR", 4) == 0 && w == WIDTH && h == HEIGHT,
+         "%s is %u x %u, the window's size", png, w, h);
   CHECK (st.st_size > 20 * 1024, "%s is a real rendering (%lld bytes)", png,
          (long long) st.st_size);
   if (test_failures)
     fprintf (stderr, "kept %s for inspection\n", dir);
-  else
+  else {
+    printf ("test_report browser: %s rendered the report: a %u x %u PNG of %lld bytes\n", bin, w,
+            h, (long long) st.st_size);
     nftw (dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+  }
+  return 0;
+}
+
+/* The grid's summary and hostile title. */
+static const struct hc_replay_summary grid_summary = {
+  .requests = 123456, .reads = 80000, .writes = 40000, .discards = 3000, .flushes = 456,
+  .block_accesses = 1000000, .footprint_blocks = 262144, .skipped_lines = 2,
+  .first_bad_line = 17,
+};
+static const char grid_title[] = "<script>alert('x')</script> & co";
+
+/* `test_report browser`: the grid's page, rendered. */
+static int
+test_browser (void)
+{
+  struct hc_replay_row rows[16];
+  size_t n = make_grid (rows), len;
+  char *html = NULL;
+  int rc;
+
+  CHECK_EQ (hc_replay_report_html (rows, n, &grid_summary, grid_title, &html, &len), 0,
+            "report built");
+  if (!html)
+    return test_exit ("test_report browser");
+  check_page (html, len, "grid");
+  rc = check_rendering (html, len);
+  free (html);
+  return rc ? rc : test_exit ("test_report browser");
 }
 
 int
-main (void)
+main (int argc, char **argv)
 {
   struct hc_replay_row rows[16];
-  struct hc_replay_summary sm = {
-    .requests = 123456, .reads = 80000, .writes = 40000, .discards = 3000, .flushes = 456,
-    .block_accesses = 1000000, .footprint_blocks = 262144, .skipped_lines = 2,
-    .first_bad_line = 17,
-  };
+  struct hc_replay_summary sm = grid_summary;
   size_t n = make_grid (rows), len, len2;
   char *html = NULL, *again = NULL;
+
+  if (argc > 1) {
+    if (argc == 2 && strcmp (argv[1], "browser") == 0)
+      return test_browser ();
+    fprintf (stderr, "usage: test_report [browser]\n");
+    return 2;
+  }
 
   /* Buckets: 8 per octave from 1 µs, rising. */
   CHECK (fabs (hc_lat_bucket_us (0) - exp2 (0.125)) < 1e-12, "bucket 0 ends at 2^(1/8) µs");
@@ -298,8 +355,7 @@ main (void)
     CHECK (hc_lat_bucket_us (i) > hc_lat_bucket_us (i - 1), "bucket %u rises", i);
 
   /* The grid, with a hostile title. */
-  CHECK_EQ (hc_replay_report_html (rows, n, &sm, "<script>alert('x')</script> & co", &html, &len),
-            0, "report built");
+  CHECK_EQ (hc_replay_report_html (rows, n, &sm, grid_title, &html, &len), 0, "report built");
   if (!html)
     return test_exit ("test_report");
   check_page (html, len, "grid");
@@ -316,11 +372,9 @@ main (void)
   CHECK (count (html, "<polyline") >= 5 + 5, "lines in the miss and CDF plots");
 
   /* Deterministic: the same input gives the same bytes. */
-  CHECK_EQ (hc_replay_report_html (rows, n, &sm, "<script>alert('x')</script> & co", &again,
-                                   &len2), 0, "built again");
+  CHECK_EQ (hc_replay_report_html (rows, n, &sm, grid_title, &again, &len2), 0, "built again");
   CHECK (again && len2 == len && memcmp (again, html, len) == 0, "the same bytes twice");
   free (again);
-  check_rendering (html, len);
   free (html);
 
   /* A hostile policy name filling its array (no NUL in it). */
