@@ -192,12 +192,14 @@ test_config (void)
 
   /* Files: missing file gives -ENOENT; a file loads like its text. */
   CHECK (hc_classes_load_file (v, "/nonexistent/hintcache.conf", &err) == -ENOENT, "missing file");
-  char path[] = "/tmp/hc-classes-XXXXXX";
+  char path[256];
+  snprintf (path, sizeof path, "%s/hc-classes-XXXXXX", test_tmp ());
   int fd = mkstemp (path);
   CHECK (fd >= 0, "mkstemp");
   CHECK (write (fd, "transaction.priority = 2\n", 25) == 25, "write");
   close (fd);
   CHECK (hc_classes_load_file (v, path, &err) == 0, "load file");
+  unlink (path);
   hc_classes_get (v, HC_CLASS_TRANSACTION, &a);
   CHECK (a.priority == 2, "file applied");
   unlink (path);

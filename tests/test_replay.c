@@ -927,9 +927,10 @@ check_bin_totals (const char *csv, const char *dir)
 int
 main (int argc, char **argv)
 {
-  char dir[] = "/tmp/hc-replay-XXXXXX", path[512];
+  char dir[256], path[512];
   const char *shared = argc > 1 ? argv[1] : NULL; /* the shared development traces */
 
+  snprintf (dir, sizeof dir, "%s/hc-replay-XXXXXX", test_tmp ());
   if (!mkdtemp (dir))
     return 99;
   snprintf (path, sizeof path, "%s/synthetic.csv", dir);

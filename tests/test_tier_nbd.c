@@ -11,7 +11,8 @@
  * Most servers run nbdkit's log filter, whose log shows what reached the
  * server: how writes were split, which carried FUA, which connection each
  * request used.  Skipped (77) when nbdkit is not on PATH; the servers die
- * with the test (--exit-with-parent) and are killed at exit. */
+ * with the test (--exit-with-parent) and are killed at exit.  Their sockets,
+ * logs and files go to a directory in $TMPDIR (or /tmp). */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -48,7 +49,7 @@ struct server {
 #define MAX_SERVERS 16
 static struct server *servers[MAX_SERVERS];
 static unsigned nservers;
-static char tmpdir[] = "/tmp/hc_tier_nbd_XXXXXX";
+static char tmpdir[64]; /* in $TMPDIR (or /tmp); short enough for its sockets */
 
 static uint64_t rng = 0x9e3779b97f4a7c15u;
 static uint64_t
@@ -974,8 +975,10 @@ main (void)
     printf ("test_tier_nbd: nbdkit not on PATH, skipped\n");
     return 77;
   }
-  if (!mkdtemp (tmpdir)) {
-    perror ("mkdtemp");
+  if (snprintf (tmpdir, sizeof tmpdir, "%s/hc_tier_nbd_XXXXXX", test_tmp ()) >= (int) sizeof tmpdir
+      || !mkdtemp (tmpdir)) {
+    fprintf (stderr, "test_tier_nbd: cannot make a directory in %s: %s\n", test_tmp (),
+             strlen (test_tmp ()) > 44 ? "its path is too long for the sockets" : strerror (errno));
     return 1;
   }
   atexit (cleanup);
