@@ -4,9 +4,11 @@
 # `apt-get update` first only when something is missing.  build configures
 # and builds one build tree.
 
-# What building needs, and what the test suite needs on top.
+# What building needs, and what the test suite needs on top (everything a
+# test or a part of one needs, so that none is skipped: e2fsprogs for
+# test_fsmap:layout, chromium for test_report:browser).
 HC_BUILD_PACKAGES="gcc libc6-dev make cmake pkg-config libxxhash-dev zlib1g-dev libnbd-dev nbdkit-plugin-dev libext2fs-dev"
-HC_TEST_PACKAGES="jq binutils nbdkit libnbd-bin python3-libnbd python3-prometheus-client qemu-utils fio fuse3 e2fsprogs systemd postgresql sqlite3"
+HC_TEST_PACKAGES="jq binutils nbdkit libnbd-bin python3-libnbd python3-prometheus-client qemu-utils fio fuse3 e2fsprogs systemd postgresql sqlite3 chromium"
 # What fuzzing needs on top of building: clang and its runtimes (libFuzzer
 # and the sanitizers, in Debian 12's clang 14).
 HC_FUZZ_PACKAGES="clang libclang-rt-dev"
