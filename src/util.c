@@ -110,6 +110,19 @@ hc_parse_size (const char *s, uint64_t *out, bool *unit)
   return 0;
 }
 
+const char *
+hc_names (const char *(*name) (unsigned), char *buf, size_t len)
+{
+  struct hc_sb sb;
+  const char *s;
+
+  hc_sb_init (&sb, buf, len);
+  for (unsigned i = 0, n = 0; i < 256; i++)
+    if ((s = name (i)))
+      hc_sb_printf (&sb, "%s%s", n++ ? ", " : "", s);
+  return buf;
+}
+
 void
 hc_parse_fail (struct hc_parse_error *err, const char *fmt, ...)
 {

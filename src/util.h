@@ -48,6 +48,12 @@ int hc_parse_number (const char *s, unsigned long long *out);
  * bits). */
 int hc_parse_size (const char *s, uint64_t *out, bool *unit);
 
+/* Writes the names a registry gives by index (name(0), name(1), … up to
+ * index 255; indexes without a name are skipped) into buf[len], separated
+ * by ", ", and returns buf: the lists of modes, policies, strategies and
+ * classes in messages are made from the registries, never typed out. */
+const char *hc_names (const char *(*name) (unsigned), char *buf, size_t len);
+
 /* Formats a parse error message into err->msg (err may be NULL). */
 void hc_parse_fail (struct hc_parse_error *err, const char *fmt, ...)
     __attribute__ ((format (printf, 2, 3)));

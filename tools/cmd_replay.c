@@ -349,9 +349,11 @@ run_replay (const char *cmd, const char *trace, struct replay_args *a, const cha
   cfg.policies = pols;
   size_t ns = split (strat_buf, strat_names, HC_STRATEGY_COUNT);
   for (size_t i = 0; i < ns; i++)
-    if (hc_strategy_parse (strat_names[i], &strats[i]) < 0)
-      return cli_usage (cmd, "'%s' is not a strategy (none, process, file, io, oracle)",
-                        strat_names[i]);
+    if (hc_strategy_parse (strat_names[i], &strats[i]) < 0) {
+      char names[128];
+      return cli_usage (cmd, "'%s' is not a strategy (%s)", strat_names[i],
+                        hc_names (hc_strategy_name, names, sizeof names));
+    }
   cfg.strategies = strats;
   cfg.nstrategies = ns;
   if (!cfg.nsizes || !cfg.npolicies || !ns)

@@ -239,16 +239,17 @@ cmd_format (int argc, char **argv)
     return rc;
   if (!a.fast || !a.c.slow || optind != argc)
     return cli_usage (cmd, "expected --fast FILE --slow FILE (see --help)");
+  char names[256];
   if (a.mode && hc_mode_parse (a.mode, &fo.mode) < 0)
-    return cli_usage (cmd, "--mode: '%s' is not one of writethrough, writeback, writearound, "
-                      "passthrough", a.mode);
+    return cli_usage (cmd, "--mode: '%s' is not one of %s", a.mode,
+                      hc_names (hc_mode_name, names, sizeof names));
   if (a.policy) {
     bool ok = false;
     for (unsigned i = 0; hc_policy_name (i); i++)
       ok |= strcmp (a.policy, hc_policy_name (i)) == 0;
     if (!ok)
-      return cli_usage (cmd, "--policy: '%s' is not one of hintaware, lru, s3fifo, fifo, arc, "
-                        "sieve, 2q, wtinylfu", a.policy);
+      return cli_usage (cmd, "--policy: '%s' is not one of %s", a.policy,
+                        hc_names (hc_policy_name, names, sizeof names));
   }
   fo.block_size = (uint32_t) a.block_size;
   fo.policy = a.policy;
@@ -974,9 +975,10 @@ cmd_io (int argc, char **argv)
   if (k == 5 && hc_hint_parse (rest[2], &advice) < 0)
     return cli_usage (cmd, "'%s' is not a hint (classes and advice, e.g. metadata, willneed, "
                       "background+dontneed)", rest[2]);
+  char names[256];
   if (k == 6 && hc_mode_parse (rest[0], &mode) < 0)
-    return cli_usage (cmd, "'%s' is not a mode (writethrough, writeback, writearound, "
-                      "passthrough)", rest[0]);
+    return cli_usage (cmd, "'%s' is not a mode (%s)", rest[0],
+                      hc_names (hc_mode_name, names, sizeof names));
   if ((k == 0 || k == 1) && len > (1u << 30))
     return cli_usage (cmd, "at most 1 GiB per read or write");
   if ((k == 0 || k == 1) && !(buf = malloc (len ? len : 1)))

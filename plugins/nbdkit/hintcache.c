@@ -59,6 +59,7 @@
 #include "hintcache/hintcache.h"
 #include "hintcache/control.h"
 #include "hintcache/trace.h"
+#include "util.h"
 
 #define THREAD_MODEL NBDKIT_THREAD_MODEL_PARALLEL
 
@@ -170,7 +171,9 @@ hc_config (const char *key, const char *value)
     return set_path (&cfg.trace, value);
   if (strcmp (key, "mode") == 0) {
     if (hc_mode_parse (value, &cfg.mode) < 0) {
-      nbdkit_error ("mode=%s: expected writethrough, writeback, writearound or passthrough", value);
+      char names[128];
+      nbdkit_error ("mode=%s: expected one of %s", value,
+                    hc_names (hc_mode_name, names, sizeof names));
       return -1;
     }
     cfg.mode_set = true;

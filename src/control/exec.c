@@ -428,8 +428,9 @@ do_mode (hc_volume *v, char **word, enum hc_hint_source source, char *reply, siz
 
   (void) source;
   if (hc_mode_parse (word[1], &mode) < 0) {
-    reply_error (reply, rlen, EINVAL, "unknown mode '%.32s' (writethrough, writeback, "
-                 "writearound, passthrough; or wt, wb, wa, pt)", word[1]);
+    char names[128];
+    reply_error (reply, rlen, EINVAL, "unknown mode '%.32s' (%s; or wt, wb, wa, pt)", word[1],
+                 hc_names (hc_mode_name, names, sizeof names));
     return 0;
   }
   return reply_volume (reply, rlen, "mode", hc_volume_set_mode (v, mode));
@@ -540,8 +541,9 @@ hc_control_exec (hc_volume *v, const char *line, char *reply, size_t rlen)
   if (c->from && nwords - 1 == c->args + 1 && nwords <= MAX_WORDS
       && strncmp (word[nwords - 1], "from=", 5) == 0) {
     if (hc_source_parse (word[nwords - 1] + 5, &source) < 0) {
-      reply_error (reply, rlen, EINVAL, "%s: unknown source '%.32s' (sources: admin, hintd, "
-                   "advise, preload)", c->doc.name, word[nwords - 1] + 5);
+      char names[128];
+      reply_error (reply, rlen, EINVAL, "%s: unknown source '%.32s' (sources: %s)", c->doc.name,
+                   word[nwords - 1] + 5, hc_names (hc_source_name, names, sizeof names));
       return 0;
     }
     nwords--;

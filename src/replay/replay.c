@@ -840,8 +840,9 @@ hc_replay_run (const char *path, const struct hc_trace_opts *topts,
     }
     int id = hc_policy_find (cfg->policies[i]);
     if (id < 0 || npol == 16) {
-      snprintf (why, whylen, "unknown policy '%s' (policies: hintaware, lru, s3fifo, fifo, arc, "
-                "sieve, 2q, wtinylfu, belady)", cfg->policies[i]);
+      char names[256];
+      snprintf (why, whylen, "unknown policy '%s' (policies: %s, %s)", cfg->policies[i],
+                hc_names (hc_policy_name_of, names, sizeof names), BELADY_POLICY);
       return -EINVAL;
     }
     policy_ids[npol++] = id;
