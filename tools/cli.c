@@ -35,18 +35,6 @@ cli_fail (const char *cmd, const char *fmt, ...)
   return 1;
 }
 
-bool
-cli_wants_help (int argc, char **argv)
-{
-  for (int i = 1; i < argc; i++) {
-    if (strcmp (argv[i], "--") == 0)
-      return false;
-    if (strcmp (argv[i], "-h") == 0 || strcmp (argv[i], "--help") == 0)
-      return true;
-  }
-  return false;
-}
-
 static void
 list_commands (FILE *f, const char *parent, const struct cli_command *cmds, size_t n)
 {

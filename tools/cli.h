@@ -32,7 +32,4 @@ int cli_usage (const char *cmd, const char *fmt, ...) __attribute__ ((format (pr
 /* Prints "hintcache CMD: MESSAGE"; returns 1. */
 int cli_fail (const char *cmd, const char *fmt, ...) __attribute__ ((format (printf, 2, 3)));
 
-/* True if argv holds -h or --help before any "--". */
-bool cli_wants_help (int argc, char **argv);
-
 #endif /* HC_TOOLS_CLI_H */
