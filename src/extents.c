@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 
 #include "hintcache/extents.h"
+#include "util.h"
 
 #define BATCH 256
 #define UNPLACED (FIEMAP_EXTENT_UNKNOWN | FIEMAP_EXTENT_DELALLOC | FIEMAP_EXTENT_ENCODED \
@@ -30,14 +31,8 @@ add (struct hc_extent_list *l, uint64_t logical, uint64_t physical, uint64_t len
     last->length += length;
     return 0;
   }
-  if (l->n == l->cap) {
-    size_t cap = l->cap ? 2 * l->cap : 16;
-    struct hc_extent *e = realloc (l->e, cap * sizeof *e);
-    if (!e)
-      return -ENOMEM;
-    l->e = e;
-    l->cap = cap;
-  }
+  if (hc_grow (&l->e, &l->cap, l->n, sizeof *l->e, 16) < 0)
+    return -ENOMEM;
   l->e[l->n++] = (struct hc_extent) { logical, physical, length };
   return 0;
 }

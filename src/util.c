@@ -110,6 +110,25 @@ hc_parse_size (const char *s, uint64_t *out, bool *unit)
   return 0;
 }
 
+int
+hc_grow (void *arrayp, size_t *cap, size_t n, size_t size, size_t first)
+{
+  void *a, *b;
+  size_t c;
+
+  if (n < *cap)
+    return 0;
+  c = *cap ? 2 * *cap : first;
+  if (c > SIZE_MAX / size)
+    return -ENOMEM;
+  memcpy (&a, arrayp, sizeof a);
+  if (!(b = realloc (a, c * size)))
+    return -ENOMEM;
+  memcpy (arrayp, &b, sizeof b);
+  *cap = c;
+  return 0;
+}
+
 const char *
 hc_names (const char *(*name) (unsigned), char *buf, size_t len)
 {

@@ -54,6 +54,12 @@ int hc_parse_size (const char *s, uint64_t *out, bool *unit);
  * classes in messages are made from the registries, never typed out. */
 const char *hc_names (const char *(*name) (unsigned), char *buf, size_t len);
 
+/* Makes room for element n of a growable array: when n == *cap, doubles
+ * *cap (from `first`) and reallocates the array *arrayp (a pointer to the
+ * array's pointer) of elements of `size` bytes.  Returns 0, or -ENOMEM
+ * with the array and *cap unchanged. */
+int hc_grow (void *arrayp, size_t *cap, size_t n, size_t size, size_t first);
+
 /* Formats a parse error message into err->msg (err may be NULL). */
 void hc_parse_fail (struct hc_parse_error *err, const char *fmt, ...)
     __attribute__ ((format (printf, 2, 3)));

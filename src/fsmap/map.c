@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "fsmap/fsmap.h"
+#include "util.h"
 
 bool
 hc_fsmap_hint_eq (struct hc_hint a, struct hc_hint b)
@@ -55,14 +56,8 @@ emit (struct hc_fsmap *m, uint64_t start, uint64_t end, struct hc_hint hint)
       return 0;
     }
   }
-  if (m->n == m->cap) {
-    size_t cap = m->cap ? 2 * m->cap : 64;
-    struct hc_fsmap_range *r = realloc (m->r, cap * sizeof *r);
-    if (!r)
-      return -ENOMEM;
-    m->r = r;
-    m->cap = cap;
-  }
+  if (hc_grow (&m->r, &m->cap, m->n, sizeof *m->r, 64) < 0)
+    return -ENOMEM;
   m->r[m->n++] = (struct hc_fsmap_range) { start, end, hint };
   return 0;
 }
@@ -140,14 +135,8 @@ hc_fsmap_add (struct hc_fsmap_builder *b, uint64_t start, uint64_t len, struct h
   }
   if (b->n >= UINT32_MAX)
     return -ENOMEM;
-  if (b->n == b->cap) {
-    size_t cap = b->cap ? 2 * b->cap : 256;
-    struct hc_fsmap_piece *p = realloc (b->p, cap * sizeof *p);
-    if (!p)
-      return -ENOMEM;
-    b->p = p;
-    b->cap = cap;
-  }
+  if (hc_grow (&b->p, &b->cap, b->n, sizeof *b->p, 256) < 0)
+    return -ENOMEM;
   b->p[b->n] = (struct hc_fsmap_piece) {
     .start = start, .end = start + len, .seq = (uint32_t) b->n, .prio = (uint8_t) prio,
     .hint = hint,
@@ -274,14 +263,8 @@ static int
 push_op (struct hc_fsmap_ops *ops, uint8_t kind, uint64_t start, uint64_t end,
          struct hc_hint hint)
 {
-  if (ops->n == ops->cap) {
-    size_t cap = ops->cap ? 2 * ops->cap : 64;
-    struct hc_fsmap_op *o = realloc (ops->op, cap * sizeof *o);
-    if (!o)
-      return -ENOMEM;
-    ops->op = o;
-    ops->cap = cap;
-  }
+  if (hc_grow (&ops->op, &ops->cap, ops->n, sizeof *ops->op, 64) < 0)
+    return -ENOMEM;
   ops->op[ops->n++] = (struct hc_fsmap_op) {
     .start = start, .end = end, .hint = kind == HC_FSMAP_ADVISE ? hint : (struct hc_hint) { 0 },
     .kind = kind, .state = HC_FSMAP_OP_APPLIED,

@@ -153,14 +153,8 @@ add_name (void *arg, uint64_t start, uint64_t len, const char *name)
 {
   hc_labeler *l = arg;
 
-  if (l->nnames == l->capnames) {
-    size_t cap = l->capnames ? 2 * l->capnames : 256;
-    struct named *v = realloc (l->names, cap * sizeof *v);
-    if (!v)
-      return -ENOMEM;
-    l->names = v;
-    l->capnames = cap;
-  }
+  if (hc_grow (&l->names, &l->capnames, l->nnames, sizeof *l->names, 256) < 0)
+    return -ENOMEM;
   if (!(l->names[l->nnames].name = strdup (name)))
     return -ENOMEM;
   l->names[l->nnames].start = start;
@@ -260,14 +254,8 @@ add_path (struct snapshot *s, const char *path, uint32_t *id)
 static int
 add_extent (struct snapshot *s, uint64_t start, uint64_t len, uint64_t logical, uint32_t path)
 {
-  if (s->n == s->cap) {
-    size_t cap = s->cap ? 2 * s->cap : 1024;
-    struct extent *e = realloc (s->e, cap * sizeof *e);
-    if (!e)
-      return -ENOMEM;
-    s->e = e;
-    s->cap = cap;
-  }
+  if (hc_grow (&s->e, &s->cap, s->n, sizeof *s->e, 1024) < 0)
+    return -ENOMEM;
   s->e[s->n++] = (struct extent) { start, start + len, logical, path };
   return 0;
 }

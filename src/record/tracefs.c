@@ -194,22 +194,10 @@ hc_rec_parse_line (const char *line, struct hc_rec_req *req, uint64_t *lost)
 static int
 add_issue (hc_rec *r, const struct hc_rec_req *q)
 {
-  if (r->n == r->cap) {
-    size_t cap = r->cap ? 2 * r->cap : 4096;
-    struct hc_rec_req *v = realloc (r->reqs, cap * sizeof *v);
-    if (!v)
-      return -ENOMEM;
-    r->reqs = v;
-    r->cap = cap;
-  }
-  if (r->ninflight == r->capinflight) {
-    size_t cap = r->capinflight ? 2 * r->capinflight : 256;
-    size_t *v = realloc (r->inflight, cap * sizeof *v);
-    if (!v)
-      return -ENOMEM;
-    r->inflight = v;
-    r->capinflight = cap;
-  }
+  if (hc_grow (&r->reqs, &r->cap, r->n, sizeof *r->reqs, 4096) < 0)
+    return -ENOMEM;
+  if (hc_grow (&r->inflight, &r->capinflight, r->ninflight, sizeof *r->inflight, 256) < 0)
+    return -ENOMEM;
   r->reqs[r->n] = *q;
   r->inflight[r->ninflight++] = r->n++;
   return 0;
