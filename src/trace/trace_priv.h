@@ -200,7 +200,20 @@ struct hc_trace_writer {
   size_t nblocks, blockcap;
 };
 
-/* Core services for the formats (trace.c). */
+/* Core services for the formats (trace.c, input.c, strtab.c). */
+
+/* The format of that number (NULL past the last). */
+const struct hc_trace_fmt *hc_trace_fmt_of (enum hc_trace_format format);
+
+/* The first input buffer: HC_TRACE_BUF0, or for a regular file of `size`
+ * bytes (size < 0: not known) smaller than that, its size rounded up to
+ * the next 64 bytes, which holds it whole with room to spare. */
+size_t hc_trace_first_cap (int64_t size);
+
+/* The line loop of the text formats: the next request from the lines, with
+ * the format's line parser.  Returns 1 (a request in *r), 0 at the end or a
+ * negative errno. */
+int hc_trace_text_next (struct hc_trace *t, struct hc_trace_req *r);
 
 /* Makes at least `need` (≤ HC_TRACE_BUF) unread bytes available unless the
  * input ends first.  Returns the unread byte count or a negative errno. */
