@@ -109,6 +109,21 @@ gzip -t "$tmp/s3.csv.gz" || fail "the .gz output is not gzip"
 zcat "$tmp/s3.csv.gz" | cmp -s "$tmp/s.norm.csv" - || fail "bin → csv.gz differs from the source"
 expect_status 2 "$hc" trace convert "$data/sample.csv" "$tmp/x" --to msr
 
+# Each command takes its own options: one of the shared table that does not
+# apply is refused, not ignored; numbers are checked.
+expect_status 2 "$hc" trace stats "$data/sample.csv" --policy lru
+contains "$err" "--policy does not apply here" "trace stats --policy"
+expect_status 2 "$hc" trace stats "$data/sample.csv" --to csv
+expect_status 2 "$hc" trace convert "$data/sample.csv" "$tmp/x" --json
+expect_status 2 "$hc" replay "$data/sample.csv" --seed 3
+expect_status 2 "$hc" trace stats "$data/sample.csv" extra
+expect_status 2 "$hc" trace frobnicate
+contains "$err" "stats, convert, record" "trace's commands named"
+expect_status 2 "$hc" trace convert "$data/sample.csv" "$tmp/x" --to oracle --block-size 010
+expect_status 2 "$hc" demo --scale 1x
+expect_status 2 "$hc" demo --seed -1
+[ ! -e "$tmp/x" ] || fail "a refused convert wrote its output"
+
 # The demo, small: the summary, the two sentences and the report.
 cd "$tmp"
 expect_status 0 "$hc" demo --scale 0.02 --quiet

@@ -206,7 +206,21 @@ write_report (const char *cmd, const char *path, const struct hc_replay_row *row
 }
 
 enum { O_CACHE = 400, O_STRATEGY, O_POLICY, O_FORMAT, O_STRICT, O_BLOCK, O_RULES, O_HTML,
-       O_CONFIG, O_SHOW_RULES, O_SCALE, O_SEED, O_QUIET, O_SAVE };
+       O_CONFIG, O_SHOW_RULES, O_SCALE, O_SEED, O_QUIET, O_SAVE, O_TO, O_LAST };
+
+/* The options each command takes, as bits (1 << (O_x - O_CACHE), and
+ * OPT_JSON for -j/--json); --help is everyone's.  An option of the shared
+ * table that a command does not take is refused, not ignored. */
+#define OPT(x) (1u << ((x) - O_CACHE))
+#define OPT_JSON (1u << 31)
+#define REPLAY_OPTS                                                                            \
+  (OPT_JSON | OPT (O_CACHE) | OPT (O_STRATEGY) | OPT (O_POLICY) | OPT (O_FORMAT) | OPT (O_STRICT)       \
+   | OPT (O_BLOCK) | OPT (O_RULES) | OPT (O_HTML) | OPT (O_CONFIG) | OPT (O_SHOW_RULES)      \
+   | OPT (O_QUIET))
+#define DEMO_OPTS (OPT_JSON | OPT (O_CACHE) | OPT (O_HTML) | OPT (O_SCALE) | OPT (O_SEED) | OPT (O_QUIET) \
+                   | OPT (O_SAVE))
+#define STATS_OPTS (OPT_JSON | OPT (O_FORMAT) | OPT (O_STRICT))
+#define CONVERT_OPTS (OPT (O_FORMAT) | OPT (O_STRICT) | OPT (O_BLOCK) | OPT (O_TO))
 
 static const struct option replay_opts[] = {
   { "help", no_argument, NULL, 'h' },
@@ -225,6 +239,7 @@ static const struct option replay_opts[] = {
   { "seed", required_argument, NULL, O_SEED },
   { "quiet", no_argument, NULL, O_QUIET },
   { "save", required_argument, NULL, O_SAVE },
+  { "to", required_argument, NULL, O_TO },
   { NULL, 0, NULL, 0 },
 };
 
@@ -261,16 +276,24 @@ struct replay_args {
   bool json, quiet;
   double scale;
   uint64_t seed;
+  enum hc_trace_format to; /* trace convert's */
 };
 
-/* Parses the shared options; returns -1 to go on or an exit status. */
+/* Parses the shared options, those in `takes` (OPT bits) allowed; returns
+ * -1 to go on or an exit status. */
 static int
-parse_replay (const char *cmd, const char *usage, int argc, char **argv, struct replay_args *a)
+parse_replay (const char *cmd, const char *usage, unsigned takes, int argc, char **argv,
+              struct replay_args *a)
 {
-  int ch;
+  int ch, index;
 
   optind = 1;
-  while ((ch = getopt_long (argc, argv, "hj", replay_opts, NULL)) != -1) {
+  while ((ch = getopt_long (argc, argv, "hj", replay_opts, &index)) != -1) {
+    bool other = ch == 'j' ? !(takes & OPT_JSON)
+                           : ch >= O_CACHE && ch < O_LAST && !(takes & OPT (ch));
+    if (other)
+      return cli_usage (cmd, "--%s does not apply here (see 'hintcache %s --help')",
+                        ch == 'j' ? "json" : replay_opts[index].name, cmd);
     switch (ch) {
     case 'h': fputs (usage, stdout); return 0;
     case 'j': a->json = true; break;
@@ -288,14 +311,17 @@ parse_replay (const char *cmd, const char *usage, int argc, char **argv, struct 
                           "bin", optarg);
       break;
     case O_BLOCK: {
-      unsigned long long v;
-      char *end;
-      v = strtoull (optarg, &end, 0);
-      if (*end || v < 512 || v > (1u << 20) || (v & (v - 1)))
+      uint64_t v;
+      if (hc_parse_size (optarg, &v, NULL) < 0 || v < 512 || v > (1u << 20) || (v & (v - 1)))
         return cli_usage (cmd, "--block-size: '%s' is not a power of two from 512 to 1M", optarg);
       a->block_size = (uint32_t) v;
       break;
     }
+    case O_TO:
+      if (hc_trace_format_parse (optarg, &a->to) < 0
+          || (a->to != HC_TRACE_BIN && a->to != HC_TRACE_CSV && a->to != HC_TRACE_ORACLE))
+        return cli_usage (cmd, "--to: '%s' is not bin, csv or oracle", optarg);
+      break;
     case O_RULES: {
       char *eq = strchr (optarg, '=');
       enum hc_strategy s;
@@ -315,8 +341,17 @@ parse_replay (const char *cmd, const char *usage, int argc, char **argv, struct 
       fputs (hc_rules_default_text (s), stdout);
       return 0;
     }
-    case O_SCALE: a->scale = strtod (optarg, NULL); break;
-    case O_SEED: a->seed = strtoull (optarg, NULL, 0); break;
+    case O_SCALE: {
+      char *end;
+      a->scale = strtod (optarg, &end);
+      if (end == optarg || *end || !(a->scale > 0 && a->scale <= 100))
+        return cli_usage (cmd, "--scale: '%s' is not a number above 0, at most 100", optarg);
+      break;
+    }
+    case O_SEED:
+      if (hc_parse_size (optarg, &a->seed, NULL) < 0)
+        return cli_usage (cmd, "--seed: '%s' is not a number (decimal or 0x hex)", optarg);
+      break;
     default: return cli_usage (cmd, "bad option; see 'hintcache %s --help'", cmd);
     }
   }
@@ -429,7 +464,7 @@ cmd_replay (int argc, char **argv)
   struct replay_args a = { 0 };
   int rc;
 
-  if ((rc = parse_replay ("replay", replay_usage, argc, argv, &a)) >= 0)
+  if ((rc = parse_replay ("replay", replay_usage, REPLAY_OPTS, argc, argv, &a)) >= 0)
     return rc;
   if (argc - optind != 1)
     return cli_usage ("replay", "expected one TRACE (see --help)");
@@ -557,12 +592,10 @@ cmd_demo (int argc, char **argv)
   size_t n = 0;
   int rc, fd;
 
-  if ((rc = parse_replay ("demo", demo_usage, argc, argv, &a)) >= 0)
+  if ((rc = parse_replay ("demo", demo_usage, DEMO_OPTS, argc, argv, &a)) >= 0)
     return rc;
   if (optind != argc)
     return cli_usage ("demo", "takes no operands (see --help)");
-  if (!(a.scale > 0 && a.scale <= 100))
-    return cli_usage ("demo", "--scale: a number above 0, at most 100");
   if (!a.html)
     a.html = "report.html";
   if (!a.sizes)
@@ -615,16 +648,24 @@ cmd_demo (int argc, char **argv)
 /* ---------------------------------------------------------------------------
  * trace stats / trace convert
  */
-static const char trace_usage[] =
+static const char stats_usage[] =
   "Usage: hintcache trace stats IN [--format F] [--strict] [--json]\n"
-  "       hintcache trace convert IN OUT [--format F] [--strict] [--to bin|csv|oracle]\n"
-  "       hintcache trace record --device DEV [--mount DIR] … -o OUT [-- COMMAND …]\n"
   "\n"
-  "stats: requests, bytes, footprint in blocks, and shares by label, comm and op.\n"
-  "convert: to hintcache's compact binary form (replays fastest), to the labeled CSV of\n"
-  "the shared traces, or to libCacheSim's oracleGeneral (one record per 4 KiB block\n"
-  "access, with next-access times).  An OUT ending in .gz is written gzip-compressed.\n"
-  "record: a labeled trace of a block device while a command runs (see its --help).\n";
+  "Requests, bytes, footprint in blocks, and shares by label, comm and op.\n"
+  "  --format F    csv, blkparse, ftrace, msr, oracle, bin (default: detected)\n"
+  "  --strict      a malformed line is an error (default: skipped and counted)\n"
+  "  --json        one JSON object\n";
+
+static const char convert_usage[] =
+  "Usage: hintcache trace convert IN OUT [--format F] [--strict] [--to bin|csv|oracle]\n"
+  "                               [--block-size N]\n"
+  "\n"
+  "Converts to hintcache's compact binary form (bin, the default: replays fastest), to the\n"
+  "labeled CSV of the shared traces, or to libCacheSim's oracleGeneral (one record per\n"
+  "block access, with next-access times).  An OUT ending in .gz is written gzip-compressed.\n"
+  "  --format F      IN's format: csv, blkparse, ftrace, msr, oracle, bin (default: detected)\n"
+  "  --strict        a malformed line is an error (default: skipped and counted)\n"
+  "  --block-size N  oracle's block size (default 4096)\n";
 
 static int
 trace_stats (struct replay_args *a, const char *in)
@@ -783,30 +824,40 @@ trace_convert (struct replay_args *a, const char *in, const char *out, enum hc_t
   return 0;
 }
 
+static int
+cmd_trace_stats (int argc, char **argv)
+{
+  struct replay_args a = { 0 };
+  int rc;
+
+  if ((rc = parse_replay ("trace stats", stats_usage, STATS_OPTS, argc, argv, &a)) >= 0)
+    return rc;
+  if (argc - optind != 1)
+    return cli_usage ("trace stats", "expected one trace IN (see --help)");
+  return trace_stats (&a, argv[optind]);
+}
+
+static int
+cmd_trace_convert (int argc, char **argv)
+{
+  struct replay_args a = { .to = HC_TRACE_BIN };
+  int rc;
+
+  if ((rc = parse_replay ("trace convert", convert_usage, CONVERT_OPTS, argc, argv, &a)) >= 0)
+    return rc;
+  if (argc - optind != 2)
+    return cli_usage ("trace convert", "expected IN and OUT (see --help)");
+  return trace_convert (&a, argv[optind], argv[optind + 1], a.to);
+}
+
 int
 cmd_trace (int argc, char **argv)
 {
-  struct replay_args a = { 0 };
-  enum hc_trace_format to = HC_TRACE_BIN;
-  int rc;
+  static const struct cli_command cmds[] = {
+    { "stats", cmd_trace_stats, "requests, bytes, footprint and shares by label, comm and op" },
+    { "convert", cmd_trace_convert, "to hintcache's binary form, the labeled CSV or oracleGeneral" },
+    { "record", cmd_trace_record, "a labeled trace of a block device while a command runs" },
+  };
 
-  if (argc >= 2 && strcmp (argv[1], "record") == 0)
-    return cmd_trace_record (argc - 1, argv + 1);
-  /* --to is only for convert; pick it out before the shared parser. */
-  for (int i = 1; i < argc - 1; i++)
-    if (strcmp (argv[i], "--to") == 0) {
-      if (hc_trace_format_parse (argv[i + 1], &to) < 0
-          || (to != HC_TRACE_BIN && to != HC_TRACE_CSV && to != HC_TRACE_ORACLE))
-        return cli_usage ("trace", "--to: '%s' is not bin, csv or oracle", argv[i + 1]);
-      memmove (argv + i, argv + i + 2, (size_t) (argc - i - 2) * sizeof *argv);
-      argc -= 2;
-      break;
-    }
-  if ((rc = parse_replay ("trace", trace_usage, argc, argv, &a)) >= 0)
-    return rc;
-  if (argc - optind >= 2 && strcmp (argv[optind], "stats") == 0 && argc - optind == 2)
-    return trace_stats (&a, argv[optind + 1]);
-  if (argc - optind >= 2 && strcmp (argv[optind], "convert") == 0 && argc - optind == 3)
-    return trace_convert (&a, argv[optind + 1], argv[optind + 2], to);
-  return cli_usage ("trace", "expected 'stats IN', 'convert IN OUT' or 'record …' (see --help)");
+  return cli_dispatch ("trace", cmds, sizeof cmds / sizeof cmds[0], argc, argv);
 }
