@@ -243,8 +243,9 @@ apply_key (struct hc_class_attrs a[HC_CLASS_COUNT], uint32_t chosen[HC_CLASS_COU
   memcpy (cname, key, (size_t) (dot - key));
   cname[dot - key] = '\0';
   if (hc_class_parse (cname, &cls) < 0) {
-    hc_parse_fail (err, "unknown class '%s' (classes: unclassified, metadata, journal, "
-                        "transaction, data, paging, streaming, background)", cname);
+    char names[256];
+    hc_parse_fail (err, "unknown class '%s' (classes: %s)", cname,
+                   hc_names (hc_class_name, names, sizeof names));
     return -EINVAL;
   }
   for (unsigned i = 0; i < ATTR_COUNT; i++)

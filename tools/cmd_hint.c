@@ -21,6 +21,7 @@
 #include "cli.h"
 #include "commands.h"
 #include "json.h"
+#include "util.h"
 
 /* Options shared by the hint subcommands. */
 struct hint_opts {
@@ -163,11 +164,13 @@ find_codec (struct hint_opts *o, const char *name, int *rc)
 static int
 parse_hint (struct hint_opts *o, const char *text, struct hc_hint *h)
 {
+  char classes[256], advice[128];
+
   if (hc_hint_parse (text, h) == 0)
     return 0;
-  return cli_usage (o->cmd, "'%s' is not a hint (classes: unclassified, metadata, journal, "
-                    "transaction, data, paging, streaming, background; advice: none, evict, "
-                    "dontneed, normal, willneed; join with '+')", text);
+  return cli_usage (o->cmd, "'%s' is not a hint (classes: %s; advice: %s; join with '+')", text,
+                    hc_names (hc_class_name, classes, sizeof classes),
+                    hc_names (hc_advice_name, advice, sizeof advice));
 }
 
 static const char *

@@ -306,9 +306,11 @@ parse_replay (const char *cmd, const char *usage, unsigned takes, int argc, char
     case O_QUIET: a->quiet = true; break;
     case O_SAVE: a->save = optarg; break;
     case O_FORMAT:
-      if (hc_trace_format_parse (optarg, &a->topts.format) < 0)
-        return cli_usage (cmd, "--format: '%s' is not one of csv, blkparse, ftrace, msr, oracle, "
-                          "bin", optarg);
+      if (hc_trace_format_parse (optarg, &a->topts.format) < 0) {
+        char names[128];
+        return cli_usage (cmd, "--format: '%s' is not one of %s", optarg,
+                          hc_names (hc_trace_format_name, names, sizeof names));
+      }
       break;
     case O_BLOCK: {
       uint64_t v;
