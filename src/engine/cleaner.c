@@ -4,7 +4,7 @@
  * pass:
  *
  *   prefetch   willneed ranges queued by hc_volume_advise, PREFETCH_SLICE
- *              blocks a round, never waiting for room (io.c);
+ *              blocks a round, never waiting for room (hc_vol_prefetch_block, below);
  *   write-back dirty blocks: from dirty_high % of the cache dirty down to
  *              dirty_low %, paced while requests arrive (see Pacing), flat
  *              out when the volume is idle or once dirty data has passed
@@ -43,7 +43,7 @@
 #include <errno.h>
 #include <stdlib.h>
 
-#include "vol.h"
+#include "io.h"
 
 #define BATCH 16384
 #define PREFETCH_SLICE 256 /* blocks prefetched per round */
@@ -240,3 +240,184 @@ hc_cleaner_stop (hc_volume *v)
   hc_join (v->cleaner);
   v->cleaner_started = false;
 }
+
+/* ---------------------------------------------------------------------------
+ * Prefetch, write-back and reclaim of single blocks: the cleaner's work, also
+ * called by advice (evict) and by close.
+ */
+
+/* Brings block blk into the cache for willneed advice.  A prefetch never
+ * waits for room: it runs on the cleaner thread (which would wait for
+ * itself) and competes with requests, so when no block is free or clean
+ * it gives up.  Returns 1 (cached now or already), 0 (no room), or an
+ * error. */
+int
+hc_vol_prefetch_block (hc_volume *v, uint64_t blk, struct hc_hint hint)
+{
+  struct hc_access a = { .origin = blk, .hint = hint };
+  enum hc_bypass why;
+  uint32_t c;
+  uint8_t *buf;
+  int rc;
+
+  a.hint.advice = HC_ADVICE_WILLNEED;
+  hc_wrlock (stripe (v, blk));
+  hc_lock (&v->lock);
+  if ((c = hc_dir_find (&v->dir, blk)) != HC_NIL) {
+    hc_dir_protect (&v->dir, c);
+    pthread_mutex_unlock (&v->lock);
+    pthread_rwlock_unlock (stripe (v, blk));
+    return 1;
+  }
+  if (v->mode == HC_MODE_PASSTHROUGH || v->failed || !hc_dir_admit (&v->dir, &a, &why)) {
+    pthread_mutex_unlock (&v->lock);
+    pthread_rwlock_unlock (stripe (v, blk));
+    return 1; /* not admitted: as good as done */
+  }
+  if ((c = hc_vol_take_block (v, &a, &why, false)) == HC_NIL) {
+    pthread_mutex_unlock (&v->lock);
+    pthread_rwlock_unlock (stripe (v, blk));
+    return 0;
+  }
+  pthread_mutex_unlock (&v->lock);
+  if (!(buf = aligned_alloc (4096, v->bs)))
+    rc = -ENOMEM;
+  else if ((rc = hc_tier_read (v->slow, buf, v->bs, blk << v->bshift)) == 0)
+    rc = hc_tier_write (v->fast, buf, v->bs, fast_off (v, c), 0);
+  hc_lock (&v->lock);
+  if (rc < 0) {
+    untake (v, c);
+  } else if (hc_vol_install (v, c, &a)) {
+    v->dir.map.blk[c].meta |= HC_M_HINTED;
+    hc_meta_record_block (v, c);
+    hc_vol_set_sum (v, c, blk, buf);
+    v->dir.stats.prefetched++;
+    v->dir.stats.cls[a.hint.cls].flash_bytes_written += v->bs;
+  }
+  pthread_mutex_unlock (&v->lock);
+  pthread_rwlock_unlock (stripe (v, blk));
+  free (buf);
+  return rc < 0 ? rc : 1;
+}
+
+/* Writes back dirty block c.  The slow tier must not change while an
+ * older clean copy of the block may still be the durable mapping (see the
+ * top of write.c): a copy-on-write leaves the old copy's unmapping in
+ * the set of unmappings not yet durable until a commit, so a block whose
+ * origin is in that set waits for a commit first.  With `try`, a block
+ * whose stripe is busy is skipped rather than waited for (the cleaner must
+ * not wait on a writer that waits on the cleaner). */
+int
+hc_vol_writeback (hc_volume *v, uint32_t c, bool try)
+{
+  uint64_t blk;
+  uint8_t *buf;
+  int rc;
+
+  hc_lock (&v->lock);
+  uint64_t w = v->dir.map.blk[c].meta;
+  pthread_mutex_unlock (&v->lock);
+  if (!(w & HC_M_VALID) || !(w & HC_M_DIRTY))
+    return 0;
+  blk = hc_meta_origin (w);
+  for (int attempt = 0;; attempt++) {
+    if (try) {
+      if (hc_trywrlock (stripe (v, blk)) != 0)
+        return 0;
+    } else {
+      hc_wrlock (stripe (v, blk));
+    }
+    hc_lock (&v->lock);
+    if (hc_dir_find (&v->dir, blk) != c || !(v->dir.map.blk[c].meta & HC_M_DIRTY)) {
+      pthread_mutex_unlock (&v->lock);
+      pthread_rwlock_unlock (stripe (v, blk));
+      return 0; /* it moved or was cleaned meanwhile */
+    }
+    if (!hc_vol_unmap_pending (v, blk))
+      break;
+    pthread_mutex_unlock (&v->lock);
+    pthread_rwlock_unlock (stripe (v, blk));
+    /* Each commit makes durable what was unmapped before it; only a new
+     * write to this very block can add it again. */
+    if (attempt == 3)
+      return 0;
+    if ((rc = hc_meta_commit (v, false)) < 0)
+      return rc;
+  }
+  pin (v, c);
+  pthread_mutex_unlock (&v->lock);
+  if (!(buf = aligned_alloc (4096, v->bs)))
+    rc = -ENOMEM;
+  else if ((rc = hc_tier_read (v->fast, buf, v->bs, fast_off (v, c))) == 0)
+    rc = hc_vol_sum_ok (v, c, blk, buf, true) ? hc_tier_write (v->slow, buf, v->bs, blk << v->bshift, 0)
+                                       : -EIO; /* never spread a corrupt copy */
+  free (buf);
+  hc_lock (&v->lock);
+  unpin (v, c);
+  slow_changed (v);
+  if (rc == 0) {
+    v->cleaned++;
+    hc_dir_set_clean (&v->dir, c);
+    hc_meta_record_block (v, c);
+  } else {
+    v->dir.stats.errors_fast++;
+  }
+  pthread_mutex_unlock (&v->lock);
+  pthread_rwlock_unlock (stripe (v, blk));
+  return rc < 0 ? rc : 1;
+}
+
+
+int
+hc_vol_run_prefetch (hc_volume *v, uint64_t budget)
+{
+  int rc = 0;
+
+  hc_lock (&v->lock);
+  while (v->nprefetch && budget-- && !v->stop) {
+    struct hc_prefetch *p = &v->prefetch[0];
+    uint64_t blk = p->blk++;
+    struct hc_hint hint = p->hint;
+    v->prefetch_blocks--;
+    if (--p->n == 0)
+      memmove (v->prefetch, v->prefetch + 1, --v->nprefetch * sizeof *v->prefetch);
+    pthread_mutex_unlock (&v->lock);
+    int r = hc_vol_prefetch_block (v, blk, hint);
+    hc_lock (&v->lock);
+    if (r <= 0) {
+      v->nprefetch = 0;
+      v->prefetch_blocks = 0;
+      rc = r;
+      break;
+    }
+  }
+  pthread_mutex_unlock (&v->lock);
+  return rc;
+}
+
+
+uint32_t
+hc_vol_reclaim (hc_volume *v, uint32_t want)
+{
+  uint32_t evicted = 0, free_now;
+
+  hc_lock (&v->lock);
+  while (v->dir.map.free.count + v->dir.map.pending.count + evicted < want) {
+    uint32_t c = hc_dir_evict (&v->dir, HC_CLASS_COUNT, hc_vol_evictable, v);
+    if (c == HC_NIL)
+      break;
+    hc_meta_record_block (v, c);
+    evicted++;
+  }
+  bool need = v->dir.map.pending.count > 0;
+  pthread_mutex_unlock (&v->lock);
+  /* The commit frees what was pending when it began; blocks freed since
+   * wait for the next one (their release is not durable yet). */
+  if (need)
+    hc_meta_commit (v, false);
+  hc_lock (&v->lock);
+  free_now = v->dir.map.free.count;
+  pthread_mutex_unlock (&v->lock);
+  return free_now;
+}
+

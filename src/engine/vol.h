@@ -3,8 +3,13 @@
  *   volume.c   open, close, format, mode, stats, info, streams
  *   meta.c     the on-disk format: superblock, slow tier identity, table, range hints,
  *              journal; recovery, commit and checkpoint
- *   io.c       read, write, discard, zero, advise, flush
- *   cleaner.c  the background thread: write-back, free space, prefetch
+ *   io.c       what the request paths share (io.h): checksums, taking a free block,
+ *              bounce buffers, runs of stripes, the partial last block
+ *   read.c     read: hits, misses, runs of each, readahead
+ *   write.c    write, flush, discard, zero; plan.c decides each block's write
+ *   advise.c   range hints and what each advice does to the cached blocks
+ *   cleaner.c  the background thread: write-back, free space, prefetch; and
+ *              write-back, prefetch and reclaim of single blocks
  *
  * Locking rules (also in docs/ARCHITECTURE.md), outermost first:
  *
@@ -53,7 +58,7 @@
 #define HC_STRIPES 1024
 #define HC_STRIPES_MIN 64
 
-/* A stream's readahead window (io.c): slow-tier data past what a bypassed
+/* A stream's readahead window (read.c): slow-tier data past what a bypassed
  * sequential reader asked for, served to its next requests while the slow
  * tier has not changed since (gen). */
 struct hc_readahead {
@@ -104,7 +109,7 @@ struct hc_volume {
   struct hc_list committing;   /* freed by the commit under way */
   /* Origins unmapped by records not yet durable (since the last swap, and in
    * the commit under way): the slow tier must not change under them until
-   * a commit has made the unmapping durable (io.c). */
+   * a commit has made the unmapping durable (write.c). */
   struct hc_u64set unmapped, unmapped_committing;
   uint8_t *table_dirty;        /* bitmap of table sectors changed since the checkpoint */
   uint8_t *table_prev;         /* … and in the interval before it (the other copy lacks both) */
@@ -260,6 +265,12 @@ void hc_vol_unlock_stripes (hc_volume *v);
 /* Victim filter: clean and not pinned (caller holds lock). */
 bool hc_vol_evictable (void *arg, uint32_t c);
 
+/* Resolves the hint of block blk for an I/O with context ctx (caller holds
+ * lock). */
+struct hc_hint hc_vol_resolve (hc_volume *v, uint64_t blk, const struct hc_ioctx *ctx);
+
+/* ---- cleaner.c ---- */
+
 /* Brings one block into the cache for willneed (prefetch), never waiting
  * for room; caller holds no lock.  Returns 1 (done), 0 (no room) or an
  * error. */
@@ -273,12 +284,6 @@ int hc_vol_run_prefetch (hc_volume *v, uint64_t budget);
 /* Writes back one dirty block; returns 1 if it did, 0 if there was nothing
  * to do (it changed meanwhile), or an error. */
 int hc_vol_writeback (hc_volume *v, uint32_t c, bool try);
-
-/* Resolves the hint of block blk for an I/O with context ctx (caller holds
- * lock). */
-struct hc_hint hc_vol_resolve (hc_volume *v, uint64_t blk, const struct hc_ioctx *ctx);
-
-/* ---- cleaner.c ---- */
 
 int hc_cleaner_start (hc_volume *v);
 void hc_cleaner_stop (hc_volume *v);

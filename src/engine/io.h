@@ -1,0 +1,146 @@
+/* The request machinery shared by the read path (read.c), the write path
+ * (write.c), advice (advise.c) and the cleaner's work on single blocks
+ * (cleaner.c): a request being cut into blocks, stripes and pins, block
+ * checksums, taking a free block, and the volume's partial last block.
+ * The small helpers are inline here; the rest is in io.c. */
+#ifndef HC_ENGINE_IO_H
+#define HC_ENGINE_IO_H
+
+#include "vol.h"
+
+static inline pthread_rwlock_t *
+stripe (hc_volume *v, uint64_t blk)
+{
+  return &v->stripes[blk & (v->nstripes - 1)];
+}
+
+static inline uint64_t
+fast_off (hc_volume *v, uint32_t c)
+{
+  return v->sb.data_off + (uint64_t) c * v->bs;
+}
+
+static inline void
+pin (hc_volume *v, uint32_t c)
+{
+  atomic_fetch_add_explicit (&v->pins[c], 1, memory_order_acq_rel);
+}
+
+static inline void
+unpin (hc_volume *v, uint32_t c)
+{
+  atomic_fetch_sub_explicit (&v->pins[c], 1, memory_order_acq_rel);
+}
+
+/* Frees a block taken for an admission that did not happen (caller holds
+ * lock).  It never held a durable mapping, so it is reusable now. */
+static inline void
+untake (hc_volume *v, uint32_t c)
+{
+  hc_list_push_head (&v->dir.map, &v->dir.map.free, c);
+}
+
+/* The fast tier took a data write (caller holds lock). */
+static inline void
+fast_ok (hc_volume *v)
+{
+  if (atomic_load_explicit (&v->degraded, memory_order_relaxed))
+    atomic_store (&v->degraded, 0);
+}
+
+/* The slow tier's data was written, or a write to it was tried (caller
+ * holds lock, and the stripes of what was written): the next commit
+ * flushes it first, and readahead windows filled before are stale. */
+static inline void
+slow_changed (hc_volume *v)
+{
+  v->slow_dirty = true;
+  v->slow_gen++;
+}
+
+/* Reads the sectors covering [boff, boff+blen) of a block at `base` on tier
+ * t into buf (bs bytes, block-relative). */
+static inline int
+read_span (hc_volume *v, hc_tier *t, uint64_t base, uint32_t boff, uint32_t blen, uint8_t *buf)
+{
+  uint32_t s0 = boff & ~(HC_SECTOR_SIZE - 1);
+  uint32_t s1 = (boff + blen + HC_SECTOR_SIZE - 1) & ~(HC_SECTOR_SIZE - 1);
+  (void) v;
+  return hc_tier_read (t, buf + s0, s1 - s0, base + s0);
+}
+
+/* A request being cut into blocks. */
+struct req {
+  const struct hc_ioctx *ctx;
+  uint64_t off, len; /* the whole request */
+  bool seq;          /* past the sequential cutoff */
+  bool started;      /* sequential detection done */
+  bool around;       /* the fast tier failed a write of this request: go around it */
+  uint8_t *bounce;   /* one block, taken on first need (hc_vol_bounce) */
+};
+
+/* Should this access go around the fast tier (caller holds lock)? */
+static inline bool
+around (hc_volume *v, const struct req *r)
+{
+  return r->around
+         || (atomic_load_explicit (&v->degraded, memory_order_relaxed)
+             && hc_now_ns () < v->degraded_retry_ns);
+}
+
+/* Data checksums (io.c): block c now holds `data` for origin blk (records a
+ * new generation; caller holds lock), and whether data read from c is what
+ * was written there (with `count`, a mismatch is counted). */
+void hc_vol_set_sum (hc_volume *v, uint32_t c, uint64_t blk, const uint8_t *data);
+bool hc_vol_sum_ok (hc_volume *v, uint32_t c, uint64_t blk, const uint8_t *data, bool count);
+
+/* The fast tier failed a data write with rc (caller holds lock): the
+ * volume is degraded for a second. */
+void hc_vol_fast_failed (hc_volume *v, int rc);
+
+/* Maps free block c to a->origin unless the origin is mapped already, in
+ * which case c goes back to the free list (caller holds lock).  Returns
+ * whether c was installed. */
+bool hc_vol_install (hc_volume *v, uint32_t c, const struct hc_access *a);
+
+/* Takes a free block for `a`, evicting and committing as needed, waiting
+ * for the cleaner only if may_wait (caller holds lock, which may be
+ * dropped and retaken).  Returns the block, or HC_NIL with *why. */
+uint32_t hc_vol_take_block (hc_volume *v, const struct hc_access *a, enum hc_bypass *why,
+                            bool may_wait);
+
+/* Asks for a commit if the journal buffer has grown: from the cleaner, or
+ * by setting *commit_now where there is none (caller holds lock). */
+void hc_vol_commit_soon (hc_volume *v, bool *commit_now);
+
+/* Per-request bookkeeping (sequential detection), once, under the first
+ * block's lock. */
+void hc_vol_req_start (hc_volume *v, struct req *r);
+
+/* The request's bounce buffer (one block; NULL if out of memory), and the
+ * end of its use. */
+uint8_t *hc_vol_bounce (hc_volume *v, struct req *r);
+void hc_vol_bounce_done (hc_volume *v, struct req *r);
+
+/* Takes the stripes of blocks blk … blk+n−1, waiting only for the first,
+ * shared or exclusive (excl); returns how many it took (≥ 1).  Unlock
+ * releases n of them. */
+unsigned hc_vol_lock_run (hc_volume *v, uint64_t blk, unsigned n, bool excl);
+void hc_vol_unlock_run (hc_volume *v, uint64_t blk, unsigned n);
+
+/* -EINVAL unless [off, off+len) lies within the volume. */
+int hc_vol_check_range (hc_volume *v, uint64_t off, uint64_t len);
+
+/* Does the part of a request on the volume's partial last block (a read
+ * into dst, or a write of src), and returns how many bytes precede it, or
+ * a negative errno. */
+int64_t hc_vol_tail_io (hc_volume *v, uint8_t *dst, const uint8_t *src, uint64_t len, uint64_t off,
+                        unsigned flags);
+
+/* Calls fn for each cached block whose origin is in [b0, b1) (caller holds
+ * lock), walking the range or the cache, whichever is smaller; fn may drop
+ * the block it is given, and only that one. */
+void hc_vol_each_cached (hc_volume *v, uint64_t b0, uint64_t b1,
+                         void (*fn) (hc_volume *v, uint32_t c, void *arg), void *arg);
+
+#endif
