@@ -515,8 +515,8 @@ rig_open (const struct hc_open_opts *oo)
   R.data_hi = R.v->sb.data_off + (uint64_t) R.v->dir.map.n * BS;
 }
 
-/* SIM_WATCH=B (debugging): every slow-tier write over block B's first
- * bytes, with what they hold after it. */
+/* SIM_WATCH=B (debugging): every slow-tier write over block B, with the
+ * first bytes of each of its sectors after it. */
 static void
 watch_slow (enum hook_op op, uint64_t off, uint64_t len, int rc)
 {
@@ -528,12 +528,15 @@ watch_slow (enum hook_op op, uint64_t off, uint64_t len, int rc)
     fprintf (stderr, "  [t%" PRIu64 " slow op %d %" PRIu64 "+%" PRIu64 "; block in %d meta %#" PRIx64 "]\n",
              M.t, op, off, len, c == HC_NIL ? -1 : (int) c, c == HC_NIL ? 0 : R.v->dir.map.blk[c].meta);
   }
-  if (watch >= 0 && op != HOOK_READ && off <= (uint64_t) watch * BS
+  if (watch >= 0 && op != HOOK_READ && off < (uint64_t) (watch + 1) * BS
       && off + len > (uint64_t) watch * BS) {
-    uint8_t sl[SECT];
-    hc_tier_read (R.smem, sl, SECT, (uint64_t) watch * BS);
-    fprintf (stderr, "  [t%" PRIu64 " slow op %d %" PRIu64 "+%" PRIu64 " rc %d: now %02x%02x%02x%02x]\n",
-             M.t, op, off, len, rc, sl[0], sl[1], sl[2], sl[3]);
+    uint8_t sl[BS];
+    hc_tier_read (R.smem, sl, BS, (uint64_t) watch * BS);
+    fprintf (stderr, "  [t%" PRIu64 " slow op %d %" PRIu64 "+%" PRIu64 " rc %d: now", M.t, op, off,
+             len, rc);
+    for (unsigned s = 0; s < BS / SECT; s++)
+      fprintf (stderr, " %02x%02x", sl[s * SECT], sl[s * SECT + 1]);
+    fprintf (stderr, "]\n");
   }
 }
 
@@ -821,9 +824,22 @@ verify_after_cut (uint8_t *out, const char *when)
   hc_volume_close (v);
   for (unsigned b = 0; b < M.nblocks; b++)
     for (unsigned s = 0; s < BS / SECT; s++)
-      if (!allowed (b, s, out + (size_t) b * BS, 0, UINT64_MAX, true))
+      if (!allowed (b, s, out + (size_t) b * BS, 0, UINT64_MAX, true)) {
+        if (getenv ("SIM_WATCH")) {
+          const uint8_t *g = out + (size_t) b * BS;
+          fprintf (stderr, "  [got:");
+          for (unsigned x = 0; x < BS / SECT; x++)
+            fprintf (stderr, " %02x%02x", g[x * SECT], g[x * SECT + 1]);
+          for (unsigned i = 0; i < M.b[b].n; i++) {
+            fprintf (stderr, "]\n  [v%u:", i);
+            for (unsigned x = 0; x < BS / SECT; x++)
+              fprintf (stderr, " %02x%02x", M.b[b].v[i].img[x * SECT], M.b[b].v[i].img[x * SECT + 1]);
+          }
+          fprintf (stderr, "]\n");
+        }
         fail_now ("%s: block %u sector %u holds data never written there, or older than its "
                   "last durable write (version %u of %u)", when, b, s, M.b[b].durable, M.b[b].n);
+      }
 }
 
 static void

@@ -221,6 +221,12 @@ open_volume (hc_tier *fast, hc_tier *slow, const struct hc_open_opts *o, bool an
     hc_meta_check_other (v);
   }
   if (!o->read_only) {
+    /* What this open found is made durable before anything is served: the
+     * slow tier may hold writes of a run whose flush failed or never came
+     * (a crash of the process, not of the machine), which a power cut could
+     * still take back — after a fill had made a clean copy of them, or a
+     * read had returned them.  The checkpoint flushes the slow tier first. */
+    v->slow_dirty = true;
     v->next_seq += sb.journal_sectors;
     if ((rc = hc_meta_commit (v, true)) < 0) {
       snprintf (why, whylen, "writing the checkpoint after recovery: %s", strerror (-rc));
