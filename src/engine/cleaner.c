@@ -4,7 +4,7 @@
  * pass:
  *
  *   prefetch   willneed ranges queued by hc_volume_advise, PREFETCH_SLICE
- *              blocks a round, never waiting for room (hc_vol_prefetch_block, below);
+ *              blocks a round, never waiting for room (prefetch_block, below);
  *   write-back dirty blocks: from dirty_high % of the cache dirty down to
  *              dirty_low %, paced while requests arrive (see Pacing), flat
  *              out when the volume is idle or once dirty data has passed
@@ -246,18 +246,17 @@ hc_cleaner_stop (hc_volume *v)
  * called by advice (evict) and by close.
  */
 
-/* Brings block blk into the cache for willneed advice.  A prefetch never
- * waits for room: it runs on the cleaner thread (which would wait for
- * itself) and competes with requests, so when no block is free or clean
- * it gives up.  Returns 1 (cached now or already), 0 (no room), or an
- * error. */
-int
-hc_vol_prefetch_block (hc_volume *v, uint64_t blk, struct hc_hint hint)
+/* Brings block blk into the cache for willneed advice, through buf (a
+ * block, aligned).  A prefetch never waits for room: it runs on the
+ * cleaner thread (which would wait for itself) and competes with requests,
+ * so when no block is free or clean it gives up.  Returns 1 (cached now or
+ * already), 0 (no room), or an error. */
+static int
+prefetch_block (hc_volume *v, uint64_t blk, struct hc_hint hint, uint8_t *buf)
 {
   struct hc_access a = { .origin = blk, .hint = hint };
   enum hc_bypass why;
   uint32_t c;
-  uint8_t *buf;
   int rc;
 
   a.hint.advice = HC_ADVICE_WILLNEED;
@@ -280,9 +279,7 @@ hc_vol_prefetch_block (hc_volume *v, uint64_t blk, struct hc_hint hint)
     return 0;
   }
   pthread_mutex_unlock (&v->lock);
-  if (!(buf = aligned_alloc (4096, v->bs)))
-    rc = -ENOMEM;
-  else if ((rc = hc_tier_read (v->slow, buf, v->bs, blk << v->bshift)) == 0)
+  if ((rc = hc_tier_read (v->slow, buf, v->bs, blk << v->bshift)) == 0)
     rc = hc_tier_write (v->fast, buf, v->bs, fast_off (v, c), 0);
   hc_lock (&v->lock);
   if (rc < 0) {
@@ -296,7 +293,6 @@ hc_vol_prefetch_block (hc_volume *v, uint64_t blk, struct hc_hint hint)
   }
   pthread_mutex_unlock (&v->lock);
   pthread_rwlock_unlock (stripe (v, blk));
-  free (buf);
   return rc < 0 ? rc : 1;
 }
 
@@ -371,6 +367,7 @@ hc_vol_writeback (hc_volume *v, uint32_t c, bool try)
 int
 hc_vol_run_prefetch (hc_volume *v, uint64_t budget)
 {
+  uint8_t *buf = NULL; /* one block's buffer for the whole run */
   int rc = 0;
 
   hc_lock (&v->lock);
@@ -382,7 +379,9 @@ hc_vol_run_prefetch (hc_volume *v, uint64_t budget)
     if (--p->n == 0)
       memmove (v->prefetch, v->prefetch + 1, --v->nprefetch * sizeof *v->prefetch);
     pthread_mutex_unlock (&v->lock);
-    int r = hc_vol_prefetch_block (v, blk, hint);
+    if (!buf)
+      buf = aligned_alloc (4096, v->bs);
+    int r = buf ? prefetch_block (v, blk, hint, buf) : -ENOMEM;
     hc_lock (&v->lock);
     if (r <= 0) {
       v->nprefetch = 0;
@@ -392,6 +391,7 @@ hc_vol_run_prefetch (hc_volume *v, uint64_t budget)
     }
   }
   pthread_mutex_unlock (&v->lock);
+  free (buf);
   return rc;
 }
 

@@ -271,11 +271,6 @@ struct hc_hint hc_vol_resolve (hc_volume *v, uint64_t blk, const struct hc_ioctx
 
 /* ---- cleaner.c ---- */
 
-/* Brings one block into the cache for willneed (prefetch), never waiting
- * for room; caller holds no lock.  Returns 1 (done), 0 (no room) or an
- * error. */
-int hc_vol_prefetch_block (hc_volume *v, uint64_t blk, struct hc_hint hint);
-
 /* Runs up to `budget` blocks of the queued willneed prefetches (caller
  * holds no lock); one that finds no room or fails ends the queue.
  * Returns 0 or the error. */
