@@ -107,6 +107,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "../le.h"
+
 #define HC_FMT_VERSION 2
 #define HC_FMT_SB_MAGIC "HCVOLUM1"
 #define HC_FMT_SECTOR 512u
@@ -137,15 +139,6 @@ enum { HC_JREC_MAP = 1, HC_JREC_RANGE = 2, HC_JREC_WITHDRAW = 3, HC_JREC_SUM = 4
 /* Features, chosen at format. */
 #define HC_FEAT_SUMS 1u /* every cached block's data has a checksum (see "Data checksums") */
 #define HC_FEAT_KNOWN HC_FEAT_SUMS
-
-static inline void hc_put16 (uint8_t *p, uint16_t v) { p[0] = v; p[1] = v >> 8; }
-static inline void hc_put32 (uint8_t *p, uint32_t v) { for (int i = 0; i < 4; i++) p[i] = v >> (8 * i); }
-static inline void hc_put64 (uint8_t *p, uint64_t v) { for (int i = 0; i < 8; i++) p[i] = v >> (8 * i); }
-static inline uint16_t hc_get16 (const uint8_t *p) { return (uint16_t) (p[0] | p[1] << 8); }
-static inline uint32_t hc_get32 (const uint8_t *p)
-{ uint32_t v = 0; for (int i = 3; i >= 0; i--) v = v << 8 | p[i]; return v; }
-static inline uint64_t hc_get64 (const uint8_t *p)
-{ uint64_t v = 0; for (int i = 7; i >= 0; i--) v = v << 8 | p[i]; return v; }
 
 /* The superblock, decoded. */
 struct hc_super {

@@ -533,13 +533,6 @@ visit_stats (hc_volume *v, uint64_t i, const uint8_t *s, void *arg)
   return 0;
 }
 
-static inline void put48 (uint8_t *p, uint64_t v) { for (int i = 0; i < 6; i++) p[i] = v >> (8 * i); }
-static inline void put56 (uint8_t *p, uint64_t v) { for (int i = 0; i < 7; i++) p[i] = v >> (8 * i); }
-static inline uint64_t get48 (const uint8_t *p)
-{ uint64_t v = 0; for (int i = 5; i >= 0; i--) v = v << 8 | p[i]; return v; }
-static inline uint64_t get56 (const uint8_t *p)
-{ uint64_t v = 0; for (int i = 6; i >= 0; i--) v = v << 8 | p[i]; return v; }
-
 /* Reads a region sector by sector, checking each checksum, and hands each
  * valid sector to visit().  Returns 0, -EUCLEAN with `why`, or an I/O error.
  * With `bad` (salvaging: hc_volume_repair), a sector that cannot be read or
@@ -644,7 +637,7 @@ visit_ranges (hc_volume *v, uint64_t i, const uint8_t *s, void *arg)
   }
   for (unsigned k = 0; k < n; k++) {
     const uint8_t *r = s + 16 + 16 * k;
-    uint64_t start = get48 (r), len = get56 (r + 6);
+    uint64_t start = hc_get_n (r, 6), len = hc_get_n (r + 6, 7);
     if (hc_ranges_set (&v->ranges, start, start + len, r[13], r[14], r[15]) == 0)
       continue;
     if (!L->rep) {
@@ -707,7 +700,7 @@ apply_record (hc_volume *v, struct load *L, const uint8_t *r)
   }
   case HC_JREC_RANGE:
   case HC_JREC_WITHDRAW: {
-    uint64_t start = get48 (r + 3), len = get48 (r + 9);
+    uint64_t start = hc_get_n (r + 3, 6), len = hc_get_n (r + 9, 6);
     if (len == 0
         || (r[0] == HC_JREC_RANGE ? hc_ranges_set (&v->ranges, start, start + len, r[1], r[2], r[15])
                                   : hc_ranges_withdraw (&v->ranges, start, start + len, r[15])) < 0)
@@ -1083,8 +1076,8 @@ hc_meta_record_range (hc_volume *v, uint64_t start, uint64_t end, bool withdraw,
   r[0] = withdraw ? HC_JREC_WITHDRAW : HC_JREC_RANGE;
   r[1] = (uint8_t) cls;
   r[2] = (uint8_t) advice;
-  put48 (r + 3, start);
-  put48 (r + 9, end - start);
+  hc_put_n (r + 3, start, 6);
+  hc_put_n (r + 9, end - start, 6);
   r[15] = (uint8_t) src;
   v->ranges_dirty = true;
 }
@@ -1146,8 +1139,8 @@ encode_ranges (hc_volume *v, unsigned copy, uint8_t *buf)
     uint8_t *s = buf + (i / HC_FMT_RANGE_PER_SECTOR) * HC_FMT_SECTOR;
     uint8_t *r = s + 16 + 16 * (i % HC_FMT_RANGE_PER_SECTOR);
     const struct hc_range *p = &v->ranges.r[i];
-    put48 (r, p->start);
-    put56 (r + 6, p->end - p->start);
+    hc_put_n (r, p->start, 6);
+    hc_put_n (r + 6, p->end - p->start, 7);
     r[13] = p->cls;
     r[14] = p->advice;
     r[15] = p->src;

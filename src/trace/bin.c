@@ -102,12 +102,12 @@ bin_header (struct hc_trace *t)
   p = (const unsigned char *) t->buf + t->pos;
   if (have < HEADER || memcmp (p, MAGIC, 8) != 0)
     return hc_trace_fail (t, -EINVAL, "not a bin trace: no HCTRACE1 header");
-  if (hc_ld32 (p + 8) < 1 || hc_ld32 (p + 8) > VERSION)
+  if (hc_get32 (p + 8) < 1 || hc_get32 (p + 8) > VERSION)
     return hc_trace_fail (t, -EINVAL, "bin trace version %u, this reader knows 1 … %u",
-                          hc_ld32 (p + 8), VERSION);
-  t->bin_version = hc_ld32 (p + 8);
-  if (hc_ld16 (p + 12) != REQ)
-    return hc_trace_fail (t, -EINVAL, "bin trace request size %u, expected %u", hc_ld16 (p + 12),
+                          hc_get32 (p + 8), VERSION);
+  t->bin_version = hc_get32 (p + 8);
+  if (hc_get16 (p + 12) != REQ)
+    return hc_trace_fail (t, -EINVAL, "bin trace request size %u, expected %u", hc_get16 (p + 12),
                           REQ);
   t->pos += HEADER;
   t->bin_started = true;
@@ -128,8 +128,8 @@ bin_def (struct hc_trace *t)
   if (have < DEF)
     return hc_trace_fail (t, -EIO, "truncated bin trace: cut string definition");
   p = (const unsigned char *) t->buf + t->pos;
-  len = hc_ld16 (p + 2);
-  id = hc_ld32 (p + 4);
+  len = hc_get16 (p + 2);
+  id = hc_get32 (p + 4);
   if ((have = hc_trace_fill (t, DEF + len)) < 0)
     return (int) have;
   if (have < DEF + len)
@@ -159,13 +159,13 @@ bin_def (struct hc_trace *t)
 static int
 decode_totals (const unsigned char *p, struct hc_trace_totals *o)
 {
-  if (p[0] != TAG_TOTALS || hc_ld64 (p + 72) != XXH3_64bits (p, 72))
+  if (p[0] != TAG_TOTALS || hc_get64 (p + 72) != XXH3_64bits (p, 72))
     return -EIO;
   *o = (struct hc_trace_totals) {
-    .block_size = hc_ld32 (p + 4), .requests = hc_ld64 (p + 8), .reads = hc_ld64 (p + 16),
-    .writes = hc_ld64 (p + 24), .discards = hc_ld64 (p + 32), .flushes = hc_ld64 (p + 40),
-    .block_accesses = hc_ld64 (p + 48), .footprint_blocks = hc_ld64 (p + 56),
-    .max_end = hc_ld64 (p + 64),
+    .block_size = hc_get32 (p + 4), .requests = hc_get64 (p + 8), .reads = hc_get64 (p + 16),
+    .writes = hc_get64 (p + 24), .discards = hc_get64 (p + 32), .flushes = hc_get64 (p + 40),
+    .block_accesses = hc_get64 (p + 48), .footprint_blocks = hc_get64 (p + 56),
+    .max_end = hc_get64 (p + 64),
   };
   return 0;
 }
@@ -200,11 +200,11 @@ bin_totals (struct hc_trace *t, struct hc_trace_totals *out)
   unsigned char b[TOTALS + END];
 
   if (t->size < HEADER + TOTALS + END || pread (t->fd, b, HEADER, 0) != HEADER
-      || memcmp (b, MAGIC, 8) != 0 || hc_ld32 (b + 8) < 2)
+      || memcmp (b, MAGIC, 8) != 0 || hc_get32 (b + 8) < 2)
     return -ENODATA;
   if (pread (t->fd, b, sizeof b, t->size - (int64_t) sizeof b) != (ssize_t) sizeof b)
     return -EIO;
-  if (decode_totals (b, out) < 0 || b[TOTALS] != TAG_END || hc_ld64 (b + TOTALS + 8) != out->requests)
+  if (decode_totals (b, out) < 0 || b[TOTALS] != TAG_END || hc_get64 (b + TOTALS + 8) != out->requests)
     return -EIO;
   return 0;
 }
@@ -221,10 +221,10 @@ bin_end (struct hc_trace *t)
   if (have < END)
     return hc_trace_fail (t, -EIO, "truncated bin trace: cut end record");
   p = (const unsigned char *) t->buf + t->pos;
-  if (hc_ld64 (p + 8) != t->bin_count)
+  if (hc_get64 (p + 8) != t->bin_count)
     return hc_trace_fail (t, -EIO,
                           "corrupt bin trace: %llu requests read, the end record says %llu",
-                          (unsigned long long) t->bin_count, (unsigned long long) hc_ld64 (p + 8));
+                          (unsigned long long) t->bin_count, (unsigned long long) hc_get64 (p + 8));
   t->pos += END;
   t->lineno++;
   if ((have = hc_trace_fill (t, 1)) < 0)
@@ -240,18 +240,18 @@ bin_end (struct hc_trace *t)
 static inline bool
 decode_req (const struct hc_trace *t, const unsigned char *p, struct hc_trace_req *r)
 {
-  const uint32_t comm = hc_ld32 (p + 40), object = hc_ld32 (p + 44);
+  const uint32_t comm = hc_get32 (p + 40), object = hc_get32 (p + 44);
 
   r->op = p[1];
   r->label = p[2];
   r->ioprio_class = p[3];
   r->ioprio_level = p[4];
-  r->ioprio_hint = hc_ld16 (p + 6);
-  r->rwbs = hc_ld16 (p + 8);
-  r->pid = hc_ld32 (p + 12);
-  r->ts_ns = hc_ld64 (p + 16);
-  r->offset = hc_ld64 (p + 24);
-  r->length = hc_ld64 (p + 32);
+  r->ioprio_hint = hc_get16 (p + 6);
+  r->rwbs = hc_get16 (p + 8);
+  r->pid = hc_get32 (p + 12);
+  r->ts_ns = hc_get64 (p + 16);
+  r->offset = hc_get64 (p + 24);
+  r->length = hc_get64 (p + 32);
   if (r->op > HC_TOP_FLUSH || r->label >= HC_LABEL_COUNT || r->ioprio_class > 3
       || r->ioprio_level > 7 || r->ioprio_hint > 1023 || r->rwbs > 0x1f || comm > t->bin_nmap
       || object > t->bin_nmap)
@@ -345,8 +345,8 @@ bin_wopen (struct hc_trace_writer *w)
   unsigned char h[HEADER] = { 0 };
 
   memcpy (h, MAGIC, 8);
-  hc_st32 (h + 8, VERSION);
-  hc_st16 (h + 12, REQ);
+  hc_put32 (h + 8, VERSION);
+  hc_put16 (h + 12, REQ);
   return hc_trace_wput (w, h, HEADER);
 }
 
@@ -367,8 +367,8 @@ bin_define (struct hc_trace_writer *w, const char *text, uint32_t *fid)
     return rc;
   if (added) {
     unsigned char d[DEF] = { TAG_DEF };
-    hc_st16 (d + 2, (uint16_t) len);
-    hc_st32 (d + 4, *fid);
+    hc_put16 (d + 2, (uint16_t) len);
+    hc_put32 (d + 4, *fid);
     if ((rc = hc_trace_wput (w, d, DEF)) < 0 || (rc = hc_trace_wput (w, text, len)) < 0)
       return rc;
   }
@@ -453,14 +453,14 @@ bin_write (struct hc_trace_writer *w, const struct hc_trace_req *r, const struct
   rec[2] = r->label;
   rec[3] = r->ioprio_class;
   rec[4] = r->ioprio_level;
-  hc_st16 (rec + 6, r->ioprio_hint);
-  hc_st16 (rec + 8, r->rwbs);
-  hc_st32 (rec + 12, r->pid);
-  hc_st64 (rec + 16, r->ts_ns);
-  hc_st64 (rec + 24, r->offset);
-  hc_st64 (rec + 32, r->length);
-  hc_st32 (rec + 40, comm);
-  hc_st32 (rec + 44, object);
+  hc_put16 (rec + 6, r->ioprio_hint);
+  hc_put16 (rec + 8, r->rwbs);
+  hc_put32 (rec + 12, r->pid);
+  hc_put64 (rec + 16, r->ts_ns);
+  hc_put64 (rec + 24, r->offset);
+  hc_put64 (rec + 32, r->length);
+  hc_put32 (rec + 40, comm);
+  hc_put32 (rec + 44, object);
   if ((rc = hc_trace_wput (w, rec, REQ)) < 0)
     return rc;
   w->count++;
@@ -475,17 +475,17 @@ bin_wclose (struct hc_trace_writer *w)
   const struct hc_trace_totals *c = &w->totals;
   int rc;
 
-  hc_st32 (o + 4, w->block_size);
-  hc_st64 (o + 8, c->requests);
-  hc_st64 (o + 16, c->reads);
-  hc_st64 (o + 24, c->writes);
-  hc_st64 (o + 32, c->discards);
-  hc_st64 (o + 40, c->flushes);
-  hc_st64 (o + 48, c->block_accesses);
-  hc_st64 (o + 56, w->footprint.n);
-  hc_st64 (o + 64, c->max_end);
-  hc_st64 (o + 72, XXH3_64bits (o, 72));
-  hc_st64 (e + 8, w->count);
+  hc_put32 (o + 4, w->block_size);
+  hc_put64 (o + 8, c->requests);
+  hc_put64 (o + 16, c->reads);
+  hc_put64 (o + 24, c->writes);
+  hc_put64 (o + 32, c->discards);
+  hc_put64 (o + 40, c->flushes);
+  hc_put64 (o + 48, c->block_accesses);
+  hc_put64 (o + 56, w->footprint.n);
+  hc_put64 (o + 64, c->max_end);
+  hc_put64 (o + 72, XXH3_64bits (o, 72));
+  hc_put64 (e + 8, w->count);
   if ((rc = hc_trace_wput (w, o, TOTALS)) < 0 || (rc = hc_trace_wput (w, e, END)) < 0)
     return rc;
   return hc_trace_wflush (w);

@@ -58,8 +58,8 @@ oracle_probe (struct hc_trace *t, const unsigned char *head, size_t len, bool wh
     n = PROBE_RECORDS;
   for (size_t i = 0; i < n; i++) {
     const unsigned char *p = head + i * REC;
-    uint32_t time = hc_ld32 (p), sz = hc_ld32 (p + 12);
-    int64_t next = (int64_t) hc_ld64 (p + 16);
+    uint32_t time = hc_get32 (p), sz = hc_get32 (p + 12);
+    int64_t next = (int64_t) hc_get64 (p + 16);
     if ((i == 0 && time > PROBE_MAX_TIME) || time < prev)
       return 0;
     if (sz == 0 || sz > PROBE_MAX_SIZE)
@@ -93,8 +93,8 @@ oracle_next (struct hc_trace *t, struct hc_trace_req *r)
     p = (const unsigned char *) t->buf + t->pos;
     t->pos += REC;
     t->lineno++;
-    obj = hc_ld64 (p + 4);
-    size = hc_ld32 (p + 12);
+    obj = hc_get64 (p + 4);
+    size = hc_get32 (p + 12);
     if (obj > (UINT64_MAX - size) / bs) {
       hc_trace_bad (t, "object id %llu overflows the byte offset", (unsigned long long) obj);
       if ((rc = hc_trace_malformed (t)) < 0)
@@ -102,7 +102,7 @@ oracle_next (struct hc_trace *t, struct hc_trace_req *r)
       continue;
     }
     memset (r, 0, sizeof *r);
-    r->ts_ns = hc_ld32 (p);
+    r->ts_ns = hc_get32 (p);
     r->op = HC_TOP_READ;
     r->offset = obj * bs;
     r->length = size;
@@ -171,10 +171,10 @@ oracle_wclose (struct hc_trace_writer *w)
   }
   for (size_t i = 0; i < w->nblocks; i++) {
     unsigned char rec[REC];
-    hc_st32 (rec, (uint32_t) (i + 1));
-    hc_st64 (rec + 4, w->blocks[i]);
-    hc_st32 (rec + 12, w->block_size);
-    hc_st64 (rec + 16, (uint64_t) next[i]);
+    hc_put32 (rec, (uint32_t) (i + 1));
+    hc_put64 (rec + 4, w->blocks[i]);
+    hc_put32 (rec + 12, w->block_size);
+    hc_put64 (rec + 16, (uint64_t) next[i]);
     if ((rc = hc_trace_wput (w, rec, REC)) < 0)
       goto out;
   }

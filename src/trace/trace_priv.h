@@ -30,6 +30,7 @@
 #include <zlib.h>
 
 #include "hintcache/trace.h"
+#include "le.h"
 #include "util.h"
 
 /* Input is read in chunks of up to this size; binary readers parse
@@ -276,64 +277,5 @@ int hc_trace_wput (struct hc_trace_writer *w, const void *p, size_t n);
 
 /* Writes out a writer's buffered output. */
 int hc_trace_wflush (struct hc_trace_writer *w);
-
-/* Little-endian loads and stores that compile to plain moves on x86. */
-static inline uint16_t
-hc_ld16 (const unsigned char *p)
-{
-  return (uint16_t) (p[0] | p[1] << 8);
-}
-
-/* Loads a little-endian u32. */
-static inline uint32_t
-hc_ld32 (const unsigned char *p)
-{
-  uint32_t v;
-  memcpy (&v, p, 4);
-#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-  v = __builtin_bswap32 (v);
-#endif
-  return v;
-}
-
-/* Loads a little-endian u64. */
-static inline uint64_t
-hc_ld64 (const unsigned char *p)
-{
-  uint64_t v;
-  memcpy (&v, p, 8);
-#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-  v = __builtin_bswap64 (v);
-#endif
-  return v;
-}
-
-/* Stores a little-endian u16. */
-static inline void
-hc_st16 (unsigned char *p, uint16_t v)
-{
-  p[0] = (unsigned char) v;
-  p[1] = (unsigned char) (v >> 8);
-}
-
-/* Stores a little-endian u32. */
-static inline void
-hc_st32 (unsigned char *p, uint32_t v)
-{
-#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-  v = __builtin_bswap32 (v);
-#endif
-  memcpy (p, &v, 4);
-}
-
-/* Stores a little-endian u64. */
-static inline void
-hc_st64 (unsigned char *p, uint64_t v)
-{
-#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-  v = __builtin_bswap64 (v);
-#endif
-  memcpy (p, &v, 8);
-}
 
 #endif /* HC_TRACE_PRIV_H */
