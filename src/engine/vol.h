@@ -1,8 +1,11 @@
 /* Internal state of a volume, shared by the engine's files:
  *
  *   volume.c   open, close, format, mode, stats, info, streams
- *   meta.c     the on-disk format: superblock, slow tier identity, table, range hints,
- *              journal; recovery, commit and checkpoint
+ *   meta.c     the on-disk format's codecs: sector checksums, superblock, slow tier
+ *              identity (format.h describes the format; meta.h is shared by these four)
+ *   format.c   format: a new volume's layout and empty metadata
+ *   load.c     open: table, range hints, statistics, journal replay; salvaging
+ *   commit.c   records, commit and checkpoint
  *   io.c       what the request paths share (io.h): checksums, taking a free block,
  *              bounce buffers, runs of stripes, the partial last block
  *   read.c     read: hits, misses, runs of each, readahead
@@ -156,7 +159,7 @@ struct hc_volume {
   uint64_t degraded_events;    /* times the volume became degraded */
 };
 
-/* ---- meta.c ---- */
+/* ---- meta.c, format.c, load.c, commit.c ---- */
 
 /* Checksum of a 512-byte sector whose 4-byte checksum field is at csum_off
  * (taken as zero), seeded with the volume seed and the sector's position. */

@@ -2,7 +2,7 @@
  * and the offline check.
  *
  * Opening reads the superblock, checks the slow tier's identity, loads the
- * table and range hints and replays the journal (meta.c), then — unless
+ * table and range hints and replays the journal (load.c), then — unless
  * read-only — checkpoints at once, with the journal's sequence numbers moved
  * a full ring ahead: a commit cut short by the crash may have left sectors
  * whose numbers the next commits would reuse, and moving past them makes
