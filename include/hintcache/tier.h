@@ -8,9 +8,12 @@
  *   - offsets and lengths are multiples of HC_SECTOR_SIZE (512);
  *   - the range lies inside the tier (off + len <= hc_tier_size);
  *   - only known flags are passed (HC_TIER_FUA);
- *   - a zero length is a successful no-op.
+ *   - a zero length is a successful no-op, except that an empty write with
+ *     HC_TIER_FUA is a flush (as an empty FUA write is to a disk) and
+ *     returns what the flush returns.
  *
- * Violations return -EINVAL without reaching the implementation.
+ * Violations return -EINVAL without reaching the implementation, whatever
+ * the length.
  *
  * Implementations:
  *   file     a regular file or block device (pread/pwrite, optional O_DIRECT)
@@ -75,7 +78,8 @@ enum hc_tier_open_flag {
 /* Reads len bytes at off into buf. */
 int hc_tier_read (hc_tier *t, void *buf, size_t len, uint64_t off);
 
-/* Writes len bytes from buf at off; flags are enum hc_tier_write_flag bits. */
+/* Writes len bytes from buf at off; flags are enum hc_tier_write_flag bits.
+ * With len 0 and HC_TIER_FUA, flushes (hc_tier_flush). */
 int hc_tier_write (hc_tier *t, const void *buf, size_t len, uint64_t off, unsigned flags);
 
 /* Makes every completed write durable. */
