@@ -2,7 +2,8 @@
  *
  * The door checks alignment, range and flags, so that implementations and
  * decorators trust their arguments; a zero length succeeds without reaching
- * them (an empty FUA write is a flush); optional operations (discard, zero) fall back to writing zeros.
+ * them (an empty FUA write is a flush); optional operations (discard,
+ * zero) fall back to writing zeros.
  * Failures from below must be negative errnos — asserted, since a positive
  * or stray value there is a bug in an implementation.
  */
