@@ -805,126 +805,145 @@ next_uses (uint64_t *blocks, size_t n)
   return 0;
 }
 
-int
-hc_replay_run (const char *path, const struct hc_trace_opts *topts,
-               const struct hc_replay_config *cfg, struct hc_replay_row **rows_out,
-               size_t *nrows_out, struct hc_replay_summary *summary, char *why, size_t whylen)
-{
-  const uint32_t bs = cfg->block_size ? cfg->block_size : 4096;
-  struct counts k = { 0 };
-  struct sim *sims = NULL, **order = NULL;
-  size_t nsims = 0;
-  hc_trace *t = NULL;
-  hc_rules *own_rules[HC_STRATEGY_COUNT] = { 0 };
-  hc_rules *rules[HC_STRATEGY_COUNT] = { 0 };
-  bool want_belady = false, want_oracle = false;
-  int policy_ids[16];
-  size_t npol = 0;
-  int rc;
-  char dummy[8];
+/* ---------------------------------------------------------------------------
+ * The run: configuration, pass 1, the grid, pass 2 over workers, the rows.
+ */
 
-  if (!why) {
-    why = dummy;
-    whylen = sizeof dummy;
-  }
-  why[0] = '\0';
-  if (bs < 512 || (bs & (bs - 1))) {
-    snprintf (why, whylen, "block size %u: a power of two, at least 512", bs);
-    return -EINVAL;
-  }
-  const unsigned bs_shift = (unsigned) __builtin_ctz (bs);
+/* One hc_replay_run: what its steps share. */
+struct run {
+  const char *path;
+  const struct hc_trace_opts *topts;
+  const struct hc_replay_config *cfg;
+  uint32_t bs;
+  unsigned bs_shift;
+  char *why;
+  size_t whylen;
+  /* The configuration resolved. */
+  int policy_ids[16];
+  size_t npol;
+  bool want_belady, want_oracle;
+  hc_rules *rules[HC_STRATEGY_COUNT];     /* per strategy: the caller's, or own_rules' */
+  hc_rules *own_rules[HC_STRATEGY_COUNT]; /* built-in rules made here */
+  /* Pass 1. */
+  hc_trace *t;
+  struct counts k;
+  bool from_totals; /* k came from the trace's recorded totals, tot */
+  struct hc_trace_totals tot;
+  /* The grid. */
+  struct sim *sims, **order;
+  size_t nsims;
+};
+
+/* Resolves the policies by name and each strategy's rules. */
+static int
+resolve_config (struct run *R)
+{
+  const struct hc_replay_config *cfg = R->cfg;
+  int rc;
+
   for (size_t i = 0; i < cfg->npolicies; i++) {
     if (strcmp (cfg->policies[i], BELADY_POLICY) == 0) {
-      want_belady = true;
+      R->want_belady = true;
       continue;
     }
     int id = hc_policy_find (cfg->policies[i]);
-    if (id < 0 || npol == 16) {
+    if (id < 0 || R->npol == 16) {
       char names[256];
-      snprintf (why, whylen, "unknown policy '%s' (policies: %s, %s)", cfg->policies[i],
+      snprintf (R->why, R->whylen, "unknown policy '%s' (policies: %s, %s)", cfg->policies[i],
                 hc_names (hc_policy_name_of, names, sizeof names), BELADY_POLICY);
       return -EINVAL;
     }
-    policy_ids[npol++] = id;
+    R->policy_ids[R->npol++] = id;
   }
   for (size_t i = 0; i < cfg->nstrategies; i++) {
     enum hc_strategy s = cfg->strategies[i];
     if ((unsigned) s >= HC_STRATEGY_COUNT)
       return -EINVAL;
     if (s == HC_STRATEGY_ORACLE) {
-      want_oracle = true;
+      R->want_oracle = true;
       continue;
     }
-    if (!(rules[s] = cfg->rules[s])) {
+    if (!(R->rules[s] = cfg->rules[s])) {
       struct hc_parse_error err;
-      if ((rc = hc_rules_new (s, NULL, &own_rules[s], &err)) < 0) {
-        snprintf (why, whylen, "built-in %s rules, line %u: %s", hc_strategy_name (s), err.line,
-                  err.msg);
-        goto out;
+      if ((rc = hc_rules_new (s, NULL, &R->own_rules[s], &err)) < 0) {
+        snprintf (R->why, R->whylen, "built-in %s rules, line %u: %s", hc_strategy_name (s),
+                  err.line, err.msg);
+        return rc;
       }
-      rules[s] = own_rules[s];
+      R->rules[s] = R->own_rules[s];
     }
   }
+  return 0;
+}
 
-  pthread_once (&fine_once, init_fine_bounds);
-  if ((rc = hc_trace_open (path, topts, &t, why, whylen)) < 0)
-    goto out;
-  /* Pass 1, unless the trace records its totals at this block size and no
-   * Belady needs next uses (they are checked against pass 2). */
-  struct hc_trace_totals tot;
-  bool from_totals = !want_belady && !want_oracle && hc_trace_totals (t, &tot) == 0
-                     && tot.block_size == bs;
-  if (from_totals) {
-    k.sum.requests = tot.requests;
-    k.sum.reads = tot.reads;
-    k.sum.writes = tot.writes;
-    k.sum.discards = tot.discards;
-    k.sum.flushes = tot.flushes;
-    k.sum.block_accesses = tot.block_accesses;
-    k.sum.footprint_blocks = tot.footprint_blocks;
-    k.max_end = tot.max_end;
-  } else if ((rc = count_pass (t, bs_shift, want_belady || want_oracle, &k, why, whylen)) < 0)
-    goto out;
-  k.sum.format = hc_trace_get_format (t);
+/* Pass 1: the trace's totals and footprint (and, for Belady and the
+ * oracle, every block access and its next use), unless the trace records
+ * its totals at this block size and no Belady needs next uses (they are
+ * checked against pass 2 then). */
+static int
+first_pass (struct run *R)
+{
+  struct counts *k = &R->k;
+  int rc;
+
+  R->from_totals = !R->want_belady && !R->want_oracle && hc_trace_totals (R->t, &R->tot) == 0
+                   && R->tot.block_size == R->bs;
+  if (R->from_totals) {
+    k->sum.requests = R->tot.requests;
+    k->sum.reads = R->tot.reads;
+    k->sum.writes = R->tot.writes;
+    k->sum.discards = R->tot.discards;
+    k->sum.flushes = R->tot.flushes;
+    k->sum.block_accesses = R->tot.block_accesses;
+    k->sum.footprint_blocks = R->tot.footprint_blocks;
+    k->max_end = R->tot.max_end;
+  } else if ((rc = count_pass (R->t, R->bs_shift, R->want_belady || R->want_oracle, k, R->why,
+                               R->whylen)) < 0)
+    return rc;
+  k->sum.format = hc_trace_get_format (R->t);
   /* The cache directory's map holds block numbers of HC_ORIGIN_BITS bits
    * (4 PiB of 4 KiB blocks): a block beyond would alias another. */
-  if (k.max_end && (k.max_end - 1) >> bs_shift > HC_ORIGIN_MAX) {
-    rc = -ERANGE;
-    snprintf (why, whylen, "the trace's reads and writes reach byte %llu, beyond the 2^%d blocks "
-              "of %u bytes the replayer addresses", (unsigned long long) k.max_end,
-              HC_ORIGIN_BITS, bs);
-    goto out;
+  if (k->max_end && (k->max_end - 1) >> R->bs_shift > HC_ORIGIN_MAX) {
+    snprintf (R->why, R->whylen, "the trace's reads and writes reach byte %llu, beyond the 2^%d "
+              "blocks of %u bytes the replayer addresses", (unsigned long long) k->max_end,
+              HC_ORIGIN_BITS, R->bs);
+    return -ERANGE;
   }
-  if (k.blocks && (rc = next_uses (k.blocks, k.nblocks)) < 0) {
-    snprintf (why, whylen, "out of memory computing next uses");
-    goto out;
+  if (k->blocks && (rc = next_uses (k->blocks, k->nblocks)) < 0) {
+    snprintf (R->why, R->whylen, "out of memory computing next uses");
+    return rc;
   }
+  return 0;
+}
 
-  /* The grid. */
+/* The grid: per cache size, each non-oracle strategy × engine policy, then
+ * Belady, then the oracle — a simulator each. */
+static int
+build_grid (struct run *R)
+{
+  const struct hc_replay_config *cfg = R->cfg;
+  int rc;
+
   size_t nstrat = 0;
   for (size_t i = 0; i < cfg->nstrategies; i++)
     nstrat += cfg->strategies[i] != HC_STRATEGY_ORACLE;
-  size_t max = cfg->nsizes * (nstrat * npol + 2);
-  if (!(sims = calloc (max ? max : 1, sizeof *sims))) {
-    rc = -ENOMEM;
-    goto out;
-  }
+  size_t max = cfg->nsizes * (nstrat * R->npol + 2);
+  if (!(R->sims = calloc (max ? max : 1, sizeof *R->sims)))
+    return -ENOMEM;
   struct hc_timing_params hp, np;
   hc_timing_defaults (&hp, true);
   hc_timing_defaults (&np, false);
   for (size_t z = 0; z < cfg->nsizes; z++) {
     uint64_t blocks;
-    if (parse_size (cfg->sizes[z], k.sum.footprint_blocks, bs, &blocks) < 0) {
-      snprintf (why, whylen, "'%s' is not a cache size (blocks, bytes like 64M, or a percentage "
-                "of the footprint like 5%%)", cfg->sizes[z]);
-      rc = -EINVAL;
-      goto out;
+    if (parse_size (cfg->sizes[z], R->k.sum.footprint_blocks, R->bs, &blocks) < 0) {
+      snprintf (R->why, R->whylen, "'%s' is not a cache size (blocks, bytes like 64M, or a "
+                "percentage of the footprint like 5%%)", cfg->sizes[z]);
+      return -EINVAL;
     }
     if (blocks == 0 || blocks >= (1u << 31)) {
-      snprintf (why, whylen, "cache size '%s' is %llu blocks: it must be 1 … 2^31", cfg->sizes[z],
-                (unsigned long long) blocks);
-      rc = -EINVAL;
-      goto out;
+      snprintf (R->why, R->whylen, "cache size '%s' is %llu blocks: it must be 1 … 2^31",
+                cfg->sizes[z], (unsigned long long) blocks);
+      return -EINVAL;
     }
     for (size_t g = 0; g < cfg->nstrategies + 2; g++) {
       /* g < nstrategies: each non-oracle strategy × engine policy; then
@@ -932,11 +951,12 @@ hc_replay_run (const char *path, const struct hc_trace_opts *topts,
       bool is_bel = g >= cfg->nstrategies;
       if (g < cfg->nstrategies && cfg->strategies[g] == HC_STRATEGY_ORACLE)
         continue;
-      if ((g == cfg->nstrategies && !want_belady) || (g == cfg->nstrategies + 1 && !want_oracle))
+      if ((g == cfg->nstrategies && !R->want_belady)
+          || (g == cfg->nstrategies + 1 && !R->want_oracle))
         continue;
-      size_t np2 = is_bel ? 1 : npol;
+      size_t np2 = is_bel ? 1 : R->npol;
       for (size_t p = 0; p < np2; p++) {
-        struct sim *s = &sims[nsims++];
+        struct sim *s = &R->sims[R->nsims++];
         s->is_belady = is_bel;
         s->row.cache_blocks = blocks;
         if (is_bel) {
@@ -947,129 +967,167 @@ hc_replay_run (const char *path, const struct hc_trace_opts *topts,
           s->bel.bypass = oracle;
         } else {
           s->row.strategy = cfg->strategies[g];
-          snprintf (s->row.policy, sizeof s->row.policy, "%s", hc_policy_name_of (policy_ids[p]));
-          if ((rc = hc_dir_init (&s->dir, (uint32_t) blocks, (unsigned) policy_ids[p], cfg->classes,
-                                 false)) < 0) {
-            nsims--;
-            snprintf (why, whylen, "no memory for a %llu-block cache", (unsigned long long) blocks);
-            goto out;
+          snprintf (s->row.policy, sizeof s->row.policy, "%s",
+                    hc_policy_name_of (R->policy_ids[p]));
+          if ((rc = hc_dir_init (&s->dir, (uint32_t) blocks, (unsigned) R->policy_ids[p],
+                                 cfg->classes, false)) < 0) {
+            R->nsims--;
+            snprintf (R->why, R->whylen, "no memory for a %llu-block cache",
+                      (unsigned long long) blocks);
+            return rc;
           }
         }
         s->strategy_index = s->row.strategy;
-        if ((rc = hc_timing_model_new (&hp, k.max_end ? k.max_end : 1, &s->hdd)) < 0
-            || (rc = hc_timing_model_new (&np, (uint64_t) blocks * bs, &s->nand)) < 0)
-          goto out;
+        if ((rc = hc_timing_model_new (&hp, R->k.max_end ? R->k.max_end : 1, &s->hdd)) < 0
+            || (rc = hc_timing_model_new (&np, (uint64_t) blocks * R->bs, &s->nand)) < 0)
+          return rc;
       }
     }
   }
+  return 0;
+}
 
-  /* Pass 2, the simulators shared out over workers. */
-  if ((rc = hc_trace_rewind (t)) < 0) {
-    snprintf (why, whylen, "rewinding the trace: %s", hc_trace_error (t));
-    goto out;
+/* Pass 2: the simulators shared out over workers, each reading the trace
+ * on its own (worker 0 on this thread, with the trace already open). */
+static int
+second_pass (struct run *R)
+{
+  const struct hc_replay_config *cfg = R->cfg;
+  int rc = 0;
+
+  if ((rc = hc_trace_rewind (R->t)) < 0) {
+    snprintf (R->why, R->whylen, "rewinding the trace: %s", hc_trace_error (R->t));
+    return rc;
   }
-  {
-    long cpus = sysconf (_SC_NPROCESSORS_ONLN);
-    size_t nw = cfg->threads ? cfg->threads : cpus > 0 ? (size_t) cpus : 1;
-    if (nw > nsims)
-      nw = nsims ? nsims : 1;
-    if (nw > MAX_WORKERS)
-      nw = MAX_WORKERS;
-    if (strcmp (path, "-") == 0)
-      nw = 1; /* standard input is read once */
-    struct worker w[MAX_WORKERS];
-    memset (w, 0, sizeof w);
-    /* Simulator i belongs to worker i mod nw.  Their pointers are laid out
-     * worker 1's, …, worker nw − 1's, then worker 0's, so that worker 0 can
-     * take over the slices of any workers that fail to start by widening
-     * its own to the left. */
-    if (!(order = malloc ((nsims ? nsims : 1) * sizeof *order))) {
-      rc = -ENOMEM;
-      goto out;
-    }
-    size_t begin[MAX_WORKERS + 1], pos = 0;
-    for (size_t j = 1; j <= nw; j++) {
-      size_t owner = j % nw;
-      begin[owner] = pos;
-      for (size_t i = owner; i < nsims; i += nw)
-        order[pos++] = &sims[i];
-    }
-    for (size_t i = 0; i < nw; i++) {
-      size_t end = i == 0 ? nsims : i + 1 < nw ? begin[i + 1] : begin[0];
-      w[i] = (struct worker) { .path = path, .topts = topts, .t = i == 0 ? t : NULL,
-                               .sims = order + begin[i], .nsims = end - begin[i],
-                               .next_uses = k.blocks, .bs_shift = bs_shift,
-                               .requests = k.sum.requests, .cfg = i == 0 ? cfg : NULL };
-      for (unsigned st = 0; st < HC_STRATEGY_COUNT && rc == 0; st++)
-        if (rules[st]) {
-          if (i == 0)
-            w[i].rules[st] = rules[st];
-          else if ((rc = hc_rules_copy (rules[st], &w[i].own_rules[st])) == 0)
-            w[i].rules[st] = w[i].own_rules[st];
-        }
-    }
-    /* Everything a worker reads is set before it starts. */
-    for (size_t i = 0; i < nw; i++)
-      w[i].need_seq = worker_needs_seq (&w[i]);
-    size_t started = 1;
-    for (; rc == 0 && started < nw; started++)
-      if (pthread_create (&w[started].tid, NULL, worker_main, &w[started]) != 0)
-        break; /* fewer workers: worker 0 takes this one's simulators and the rest */
-    if (rc == 0 && started < nw) {
-      w[0].sims = order + begin[started];
-      w[0].nsims = nsims - begin[started];
-      w[0].need_seq = worker_needs_seq (&w[0]);
-    }
-    if (rc == 0)
-      worker_main (&w[0]);
-    for (size_t i = 1; i < started; i++)
-      pthread_join (w[i].tid, NULL);
-    k.sum.skipped_lines = hc_trace_skipped (t, &k.sum.first_bad_line);
-    if (rc == 0 && w[0].rc == 0 && from_totals
-        && (w[0].seen.requests != tot.requests || w[0].seen.block_accesses != tot.block_accesses
-            || w[0].seen.max_end != tot.max_end || k.sum.skipped_lines)) {
-      rc = -EIO;
-      snprintf (why, whylen, "corrupt bin trace: its totals say %llu requests and %llu block "
-                "accesses, its records hold %llu and %llu", (unsigned long long) tot.requests,
-                (unsigned long long) tot.block_accesses, (unsigned long long) w[0].seen.requests,
-                (unsigned long long) w[0].seen.block_accesses);
-    }
-    for (size_t i = 0; i < nw; i++) {
-      if (rc == 0 && w[i].rc < 0) {
-        rc = w[i].rc;
-        snprintf (why, whylen, "%s", w[i].why);
+  long cpus = sysconf (_SC_NPROCESSORS_ONLN);
+  size_t nw = cfg->threads ? cfg->threads : cpus > 0 ? (size_t) cpus : 1;
+  if (nw > R->nsims)
+    nw = R->nsims ? R->nsims : 1;
+  if (nw > MAX_WORKERS)
+    nw = MAX_WORKERS;
+  if (strcmp (R->path, "-") == 0)
+    nw = 1; /* standard input is read once */
+  struct worker w[MAX_WORKERS];
+  memset (w, 0, sizeof w);
+  /* Simulator i belongs to worker i mod nw.  Their pointers are laid out
+   * worker 1's, …, worker nw − 1's, then worker 0's, so that worker 0 can
+   * take over the slices of any workers that fail to start by widening
+   * its own to the left. */
+  if (!(R->order = malloc ((R->nsims ? R->nsims : 1) * sizeof *R->order)))
+    return -ENOMEM;
+  size_t begin[MAX_WORKERS + 1], pos = 0;
+  for (size_t j = 1; j <= nw; j++) {
+    size_t owner = j % nw;
+    begin[owner] = pos;
+    for (size_t i = owner; i < R->nsims; i += nw)
+      R->order[pos++] = &R->sims[i];
+  }
+  for (size_t i = 0; i < nw; i++) {
+    size_t end = i == 0 ? R->nsims : i + 1 < nw ? begin[i + 1] : begin[0];
+    w[i] = (struct worker) { .path = R->path, .topts = R->topts, .t = i == 0 ? R->t : NULL,
+                             .sims = R->order + begin[i], .nsims = end - begin[i],
+                             .next_uses = R->k.blocks, .bs_shift = R->bs_shift,
+                             .requests = R->k.sum.requests, .cfg = i == 0 ? cfg : NULL };
+    for (unsigned st = 0; st < HC_STRATEGY_COUNT && rc == 0; st++)
+      if (R->rules[st]) {
+        if (i == 0)
+          w[i].rules[st] = R->rules[st];
+        else if ((rc = hc_rules_copy (R->rules[st], &w[i].own_rules[st])) == 0)
+          w[i].rules[st] = w[i].own_rules[st];
       }
-      for (unsigned st = 0; st < HC_STRATEGY_COUNT; st++)
-        hc_rules_free (w[i].own_rules[st]);
-    }
-    if (rc < 0)
-      goto out;
   }
+  /* Everything a worker reads is set before it starts. */
+  for (size_t i = 0; i < nw; i++)
+    w[i].need_seq = worker_needs_seq (&w[i]);
+  size_t started = 1;
+  for (; rc == 0 && started < nw; started++)
+    if (pthread_create (&w[started].tid, NULL, worker_main, &w[started]) != 0)
+      break; /* fewer workers: worker 0 takes this one's simulators and the rest */
+  if (rc == 0 && started < nw) {
+    w[0].sims = R->order + begin[started];
+    w[0].nsims = R->nsims - begin[started];
+    w[0].need_seq = worker_needs_seq (&w[0]);
+  }
+  if (rc == 0)
+    worker_main (&w[0]);
+  for (size_t i = 1; i < started; i++)
+    pthread_join (w[i].tid, NULL);
+  R->k.sum.skipped_lines = hc_trace_skipped (R->t, &R->k.sum.first_bad_line);
+  if (rc == 0 && w[0].rc == 0 && R->from_totals
+      && (w[0].seen.requests != R->tot.requests
+          || w[0].seen.block_accesses != R->tot.block_accesses
+          || w[0].seen.max_end != R->tot.max_end || R->k.sum.skipped_lines)) {
+    rc = -EIO;
+    snprintf (R->why, R->whylen, "corrupt bin trace: its totals say %llu requests and %llu block "
+              "accesses, its records hold %llu and %llu", (unsigned long long) R->tot.requests,
+              (unsigned long long) R->tot.block_accesses, (unsigned long long) w[0].seen.requests,
+              (unsigned long long) w[0].seen.block_accesses);
+  }
+  for (size_t i = 0; i < nw; i++) {
+    if (rc == 0 && w[i].rc < 0) {
+      rc = w[i].rc;
+      snprintf (R->why, R->whylen, "%s", w[i].why);
+    }
+    for (unsigned st = 0; st < HC_STRATEGY_COUNT; st++)
+      hc_rules_free (w[i].own_rules[st]);
+  }
+  return rc;
+}
 
-  {
-    struct hc_replay_row *rows = calloc (nsims ? nsims : 1, sizeof *rows);
-    if (!rows) {
-      rc = -ENOMEM;
-      goto out;
-    }
-    for (size_t i = 0; i < nsims; i++) {
-      sim_finish (&sims[i]);
-      rows[i] = sims[i].row;
-    }
-    *rows_out = rows;
-    *nrows_out = nsims;
-    if (summary)
-      *summary = k.sum;
-    rc = 0;
+/* The rows, one per simulator, in grid order. */
+static int
+collect (struct run *R, struct hc_replay_row **rows_out, size_t *nrows_out,
+         struct hc_replay_summary *summary)
+{
+  struct hc_replay_row *rows = calloc (R->nsims ? R->nsims : 1, sizeof *rows);
+
+  if (!rows)
+    return -ENOMEM;
+  for (size_t i = 0; i < R->nsims; i++) {
+    sim_finish (&R->sims[i]);
+    rows[i] = R->sims[i].row;
   }
-out:
-  for (size_t i = 0; i < nsims; i++)
-    sim_free (&sims[i]);
-  free (sims);
-  free (order);
-  free (k.blocks);
-  hc_trace_close (t);
+  *rows_out = rows;
+  *nrows_out = R->nsims;
+  if (summary)
+    *summary = R->k.sum;
+  return 0;
+}
+
+int
+hc_replay_run (const char *path, const struct hc_trace_opts *topts,
+               const struct hc_replay_config *cfg, struct hc_replay_row **rows_out,
+               size_t *nrows_out, struct hc_replay_summary *summary, char *why, size_t whylen)
+{
+  struct run R = { .path = path, .topts = topts, .cfg = cfg,
+                   .bs = cfg->block_size ? cfg->block_size : 4096 };
+  char dummy[8];
+  int rc;
+
+  if (!why) {
+    why = dummy;
+    whylen = sizeof dummy;
+  }
+  why[0] = '\0';
+  R.why = why;
+  R.whylen = whylen;
+  if (R.bs < 512 || (R.bs & (R.bs - 1))) {
+    snprintf (why, whylen, "block size %u: a power of two, at least 512", R.bs);
+    return -EINVAL;
+  }
+  R.bs_shift = (unsigned) __builtin_ctz (R.bs);
+  pthread_once (&fine_once, init_fine_bounds);
+  if ((rc = resolve_config (&R)) == 0 && (rc = hc_trace_open (path, topts, &R.t, why, whylen)) == 0
+      && (rc = first_pass (&R)) == 0 && (rc = build_grid (&R)) == 0
+      && (rc = second_pass (&R)) == 0)
+    rc = collect (&R, rows_out, nrows_out, summary);
+  for (size_t i = 0; i < R.nsims; i++)
+    sim_free (&R.sims[i]);
+  free (R.sims);
+  free (R.order);
+  free (R.k.blocks);
+  hc_trace_close (R.t);
   for (unsigned s = 0; s < HC_STRATEGY_COUNT; s++)
-    hc_rules_free (own_rules[s]);
+    hc_rules_free (R.own_rules[s]);
   return rc;
 }
