@@ -87,7 +87,6 @@ blk_parse (struct hc_trace *t, char *line, size_t len, struct hc_trace_req *r)
   char *p = line, *dev, *tok, *act, *rwbs;
   uint64_t ts, pid, sector = 0, nsect = 0;
   bool has_range = false;
-  int rc;
 
   (void) len;
   while (*p == ' ' || *p == '\t')
@@ -138,28 +137,12 @@ blk_parse (struct hc_trace *t, char *line, size_t len, struct hc_trace_req *r)
       return hc_trace_bad (t, "unbalanced parenthesis");
     p = close + 1;
   }
-  rc = hc_trace_block_req (t, r, rwbs, sector, nsect, has_range);
-  if (rc != HC_LINE_REQ)
-    return rc;
-  if ((rc = hc_trace_comm (t, p, &r->comm)) < 0)
-    return rc;
-  r->ts_ns = ts;
-  r->pid = (uint32_t) pid;
-  return HC_LINE_REQ;
-}
-
-/* Scores the start of the input. */
-static int
-blk_probe (struct hc_trace *t, const unsigned char *head, size_t len, bool whole, int64_t size)
-{
-  (void) size;
-  return hc_trace_probe_text (t, &hc_trace_fmt_blkparse, head, len, whole);
+  return hc_trace_block_req (t, r, rwbs, sector, nsect, has_range, p, ts, (uint32_t) pid);
 }
 
 const struct hc_trace_fmt hc_trace_fmt_blkparse = {
   .name = "blkparse",
   .format = HC_TRACE_BLKPARSE,
-  .probe = blk_probe,
   .reset = blk_reset,
   .parse = blk_parse,
 };

@@ -188,27 +188,11 @@ ft_parse (struct hc_trace *t, char *line, size_t len, struct hc_trace_req *r)
     if (!(tok = hc_trace_token (&p)) || (rc = ioprio (t, tok, r)) < 0)
       return tok ? rc : hc_trace_bad (t, "expected [comm]");
   }
-  rc = hc_trace_block_req (t, r, rwbs, sector, nsect, true);
-  if (rc != HC_LINE_REQ)
-    return rc;
-  if ((rc = hc_trace_comm (t, p, &r->comm)) < 0)
-    return rc;
-  r->ts_ns = ts;
-  r->pid = (uint32_t) pid;
-  return HC_LINE_REQ;
-}
-
-/* Scores the start of the input. */
-static int
-ft_probe (struct hc_trace *t, const unsigned char *head, size_t len, bool whole, int64_t size)
-{
-  (void) size;
-  return hc_trace_probe_text (t, &hc_trace_fmt_ftrace, head, len, whole);
+  return hc_trace_block_req (t, r, rwbs, sector, nsect, true, p, ts, (uint32_t) pid);
 }
 
 const struct hc_trace_fmt hc_trace_fmt_ftrace = {
   .name = "ftrace",
   .format = HC_TRACE_FTRACE,
-  .probe = ft_probe,
   .parse = ft_parse,
 };

@@ -423,10 +423,26 @@ hc_trace_rwbs_parse (const char *s, uint8_t *op, uint16_t *bits)
   return nodata ? 1 : 0;
 }
 
+/* Parses the "[comm]" that ends a block-layer line and interns it. */
+static int
+block_comm (struct hc_trace *t, char *p, uint32_t *id)
+{
+  char *e;
+
+  while (*p == ' ' || *p == '\t')
+    p++;
+  e = p + strlen (p);
+  while (e > p && (e[-1] == ' ' || e[-1] == '\t'))
+    e--;
+  if (*p != '[' || e - p < 2 || e[-1] != ']')
+    return hc_trace_bad (t, "expected [comm] at the end of the line");
+  return hc_trace_intern (t, p + 1, (size_t) (e - p - 2), id);
+}
+
 /* Builds a request from a block-layer event. */
 int
 hc_trace_block_req (struct hc_trace *t, struct hc_trace_req *r, const char *rwbs, uint64_t sector,
-                    uint64_t nsect, bool has_range)
+                    uint64_t nsect, bool has_range, char *comm, uint64_t ts, uint32_t pid)
 {
   uint8_t op;
   uint16_t bits;
@@ -457,6 +473,10 @@ hc_trace_block_req (struct hc_trace *t, struct hc_trace_req *r, const char *rwbs
     r->offset = sector * 512;
     r->length = nsect * 512;
   }
+  if ((rc = block_comm (t, comm, &r->comm)) < 0)
+    return rc;
+  r->ts_ns = ts;
+  r->pid = pid;
   return HC_LINE_REQ;
 }
 
@@ -529,18 +549,3 @@ hc_trace_token (char **p)
   return s;
 }
 
-/* Parses the "[comm]" that ends a block-layer line and interns it. */
-int
-hc_trace_comm (struct hc_trace *t, char *p, uint32_t *id)
-{
-  char *e;
-
-  while (*p == ' ' || *p == '\t')
-    p++;
-  e = p + strlen (p);
-  while (e > p && (e[-1] == ' ' || e[-1] == '\t'))
-    e--;
-  if (*p != '[' || e - p < 2 || e[-1] != ']')
-    return hc_trace_bad (t, "expected [comm] at the end of the line");
-  return hc_trace_intern (t, p + 1, (size_t) (e - p - 2), id);
-}

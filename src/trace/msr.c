@@ -111,18 +111,9 @@ msr_parse (struct hc_trace *t, char *line, size_t len, struct hc_trace_req *r)
   return HC_LINE_REQ;
 }
 
-/* Scores the start of the input. */
-static int
-msr_probe (struct hc_trace *t, const unsigned char *head, size_t len, bool whole, int64_t size)
-{
-  (void) size;
-  return hc_trace_probe_text (t, &hc_trace_fmt_msr, head, len, whole);
-}
-
 const struct hc_trace_fmt hc_trace_fmt_msr = {
   .name = "msr",
   .format = HC_TRACE_MSR,
-  .probe = msr_probe,
   .reset = msr_reset,
   .parse = msr_parse,
 };

@@ -211,7 +211,8 @@ detect (struct hc_trace *t, bool whole, int64_t size)
   int best_score = 0;
 
   for (unsigned i = 1; i < HC_TRACE_FORMAT_COUNT; i++) {
-    int score = formats[i]->probe (t, head, len, whole, size);
+    int score = formats[i]->probe ? formats[i]->probe (t, head, len, whole, size)
+                                  : hc_trace_probe_text (t, formats[i], head, len, whole);
     if (score > best_score) {
       best = formats[i];
       best_score = score;

@@ -83,7 +83,8 @@ struct hc_trace_fmt {
   enum hc_trace_format format;
   /* How sure (0 = not this format, higher = surer) that head[len], the
    * start of the decompressed input (`whole` if that is all of it; `size`
-   * the input's size if known, else -1), is in this format. */
+   * the input's size if known, else -1), is in this format.  NULL for a
+   * text format whose first lines parse or not (hc_trace_probe_text). */
   int (*probe) (struct hc_trace *t, const unsigned char *head, size_t len, bool whole,
                 int64_t size);
   /* Optional: clears per-read state (at open and at rewind). */
@@ -247,21 +248,19 @@ int hc_trace_probe_text (struct hc_trace *t, const struct hc_trace_fmt *f,
  * -EINVAL. */
 int hc_trace_rwbs_parse (const char *s, uint8_t *op, uint16_t *bits);
 
-/* Fills *r from a block-layer event's rwbs and sector range (512-byte
- * sectors; has_range false when the event printed none).  Returns
+/* Fills *r from a block-layer event: its rwbs and sector range (512-byte
+ * sectors; has_range false when the event printed none), the "[comm]" that
+ * ends its line (at or after `comm`, interned), its time and pid.  Returns
  * HC_LINE_REQ, HC_LINE_OTHER for requests without data, or -EINVAL. */
 int hc_trace_block_req (struct hc_trace *t, struct hc_trace_req *r, const char *rwbs,
-                        uint64_t sector, uint64_t nsect, bool has_range);
+                        uint64_t sector, uint64_t nsect, bool has_range, char *comm,
+                        uint64_t ts, uint32_t pid);
 
 /* Parses "seconds[.fraction]" into ns.  Returns 0 or -EINVAL. */
 int hc_trace_parse_secs (const char *s, uint64_t *ns);
 
 /* Parses an ioprio class name (none, rt, be, idle).  Returns 0 or -EINVAL. */
 int hc_trace_class_parse (const char *s, uint8_t *cls);
-
-/* Parses the "[comm]" that ends a block-layer line (p at or before the
- * '[') and interns the name.  Returns 0, -EINVAL or -ENOMEM. */
-int hc_trace_comm (struct hc_trace *t, char *p, uint32_t *id);
 
 /* Splits off the next blank-separated token of *p, NUL-terminating it in
  * place; NULL when none is left. */
