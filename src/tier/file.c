@@ -20,9 +20,8 @@
  * uses FALLOC_FL_ZERO_RANGE.  Where the filesystem or device supports
  * neither, both fall back to writing zeros.
  *
- * Every system call that moves data goes through one static table of
- * function pointers (SQLite's aSyscall idea), so that a test built into this
- * file can later substitute failing versions without any public hook.
+ * Faults are injected by the fault decorator (faulty.c) over any tier, so
+ * the system calls here are plain calls.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -47,21 +46,6 @@
 /* Size of that buffer. */
 #define ZERO_CHUNK ((size_t) 1 << 20)
 
-/* The system calls the tier makes (not const: meant to be swapped). */
-static struct {
-  ssize_t (*pread) (int fd, void *buf, size_t n, off_t off);
-  ssize_t (*pwrite) (int fd, const void *buf, size_t n, off_t off);
-  ssize_t (*pwritev2) (int fd, const struct iovec *iov, int iovcnt, off_t off, int flags);
-  int (*fdatasync) (int fd);
-  int (*fallocate) (int fd, int mode, off_t off, off_t len);
-} sys = {
-  .pread = pread,
-  .pwrite = pwrite,
-  .pwritev2 = pwritev2,
-  .fdatasync = fdatasync,
-  .fallocate = fallocate,
-};
-
 struct file_tier {
   hc_tier base;
   int fd;
@@ -69,20 +53,21 @@ struct file_tier {
   bool direct; /* opened with O_DIRECT: buffers must be aligned */
 };
 
-/* Reads exactly len bytes at off. */
+/* Reads (or, with `write`, writes) exactly len bytes at off. */
 static int
-read_all (int fd, void *buf, size_t len, uint64_t off)
+transfer (int fd, void *buf, size_t len, uint64_t off, bool write)
 {
   unsigned char *p = buf;
 
   while (len) {
-    ssize_t n = sys.pread (fd, p, len, (off_t) off);
+    ssize_t n = write ? pwrite (fd, p, len, (off_t) off) : pread (fd, p, len, (off_t) off);
     if (n < 0) {
       if (errno == EINTR)
         continue;
       return -errno;
     }
-    /* End of file inside the tier: the file shrank since it was opened. */
+    /* End of file inside the tier (the file shrank since it was opened),
+     * or a write that makes no progress (it would loop forever). */
     if (n == 0)
       return -EIO;
     p += n;
@@ -92,34 +77,23 @@ read_all (int fd, void *buf, size_t len, uint64_t off)
   return 0;
 }
 
-/* Writes exactly len bytes at off. */
-static int
+static inline int
+read_all (int fd, void *buf, size_t len, uint64_t off)
+{
+  return transfer (fd, buf, len, off, false);
+}
+
+static inline int
 write_all (int fd, const void *buf, size_t len, uint64_t off)
 {
-  const unsigned char *p = buf;
-
-  while (len) {
-    ssize_t n = sys.pwrite (fd, p, len, (off_t) off);
-    if (n < 0) {
-      if (errno == EINTR)
-        continue;
-      return -errno;
-    }
-    /* A write that makes no progress would loop forever. */
-    if (n == 0)
-      return -EIO;
-    p += n;
-    off += (uint64_t) n;
-    len -= (size_t) n;
-  }
-  return 0;
+  return transfer (fd, (void *) buf, len, off, true);
 }
 
 /* fdatasync, retried if a signal interrupts it. */
 static int
 sync_data (int fd)
 {
-  while (sys.fdatasync (fd) < 0) {
+  while (fdatasync (fd) < 0) {
     if (errno != EINTR)
       return -errno;
   }
@@ -138,7 +112,7 @@ unsupported (int rc)
 static int
 allocate (int fd, int mode, uint64_t off, uint64_t len)
 {
-  while (sys.fallocate (fd, mode, (off_t) off, (off_t) len) < 0) {
+  while (fallocate (fd, mode, (off_t) off, (off_t) len) < 0) {
     if (errno != EINTR)
       return -errno;
   }
@@ -186,7 +160,7 @@ write_fua (struct file_tier *f, const void *buf, size_t len, uint64_t off)
 
   while (len) {
     struct iovec iov = { .iov_base = (void *) p, .iov_len = len };
-    ssize_t n = sys.pwritev2 (f->fd, &iov, 1, (off_t) off, RWF_DSYNC);
+    ssize_t n = pwritev2 (f->fd, &iov, 1, (off_t) off, RWF_DSYNC);
     if (n < 0) {
       int rc = -errno;
       if (rc == -EINTR)
