@@ -203,32 +203,34 @@ file_flush (hc_tier *t)
   return sync_data (((struct file_tier *) t)->fd);
 }
 
+/* Makes a range read back as zeros with fallocate's `mode`, or by writing
+ * zeros where the filesystem or device cannot. */
+static int
+fill_zeros (hc_tier *t, uint64_t off, uint64_t len, int mode)
+{
+  struct file_tier *f = (struct file_tier *) t;
+  int rc;
+
+  if (f->readonly)
+    return -EROFS;
+  rc = allocate (f->fd, mode, off, len);
+  return unsupported (rc) ? zero_by_writes (f, off, len) : rc;
+}
+
 /* Releases a range so that it reads back as zeros. */
 static int
 file_discard (hc_tier *t, uint64_t off, uint64_t len)
 {
-  struct file_tier *f = (struct file_tier *) t;
-  int rc;
-
-  if (f->readonly)
-    return -EROFS;
-  rc = allocate (f->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, off, len);
-  return unsupported (rc) ? zero_by_writes (f, off, len) : rc;
+  return fill_zeros (t, off, len, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE);
 }
 
-/* Zeros a range, letting the filesystem or device do it where it can. */
+/* Zeros a range, letting the filesystem or device do it where it can.
+ * KEEP_SIZE: block devices insist on it, and for files the range is inside
+ * the file anyway. */
 static int
 file_zero (hc_tier *t, uint64_t off, uint64_t len)
 {
-  struct file_tier *f = (struct file_tier *) t;
-  int rc;
-
-  if (f->readonly)
-    return -EROFS;
-  /* KEEP_SIZE: block devices insist on it, and for files the range is
-   * inside the file anyway. */
-  rc = allocate (f->fd, FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE, off, len);
-  return unsupported (rc) ? zero_by_writes (f, off, len) : rc;
+  return fill_zeros (t, off, len, FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE);
 }
 
 /* Closes the descriptor and frees the tier. */

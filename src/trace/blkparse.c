@@ -31,31 +31,6 @@ blk_reset (struct hc_trace *t)
   t->blk_summary = false;
 }
 
-/* True if s is all decimal digits (and not empty). */
-static bool
-digits (const char *s)
-{
-  if (!*s)
-    return false;
-  for (; *s; s++)
-    if (!isdigit ((unsigned char) *s))
-      return false;
-  return true;
-}
-
-/* True for "major,minor". */
-static bool
-is_dev (const char *s)
-{
-  if (!isdigit ((unsigned char) *s))
-    return false;
-  while (isdigit ((unsigned char) *s))
-    s++;
-  if (*s++ != ',')
-    return false;
-  return digits (s);
-}
-
 /* True for a line that opens the closing summary. */
 static bool
 summary_start (const char *s)
@@ -66,18 +41,6 @@ summary_start (const char *s)
     return strncmp (s, " (", 2) == 0;
   }
   return strncmp (s, "Total (", 7) == 0;
-}
-
-/* Parses a decimal token no larger than max. */
-static int
-number (const char *s, uint64_t max, uint64_t *v)
-{
-  unsigned long long x;
-
-  if (!s || !digits (s) || hc_parse_number (s, &x) < 0 || x > max)
-    return -EINVAL;
-  *v = x;
-  return 0;
 }
 
 /* Parses one line. */
@@ -98,16 +61,16 @@ blk_parse (struct hc_trace *t, char *line, size_t len, struct hc_trace_req *r)
     return HC_LINE_OTHER;
   }
   dev = hc_trace_token (&p);
-  if (!is_dev (dev))
+  if (!hc_trace_is_dev (dev))
     return t->blk_summary ? HC_LINE_EMPTY : hc_trace_bad (t, "not a blkparse event line");
   t->blk_summary = false;
-  if (!(tok = hc_trace_token (&p)) || !digits (tok))
+  if (!(tok = hc_trace_token (&p)) || !hc_trace_digits (tok))
     return hc_trace_bad (t, "bad cpu");
-  if (!(tok = hc_trace_token (&p)) || !digits (tok))
+  if (!(tok = hc_trace_token (&p)) || !hc_trace_digits (tok))
     return hc_trace_bad (t, "bad sequence number");
   if (!(tok = hc_trace_token (&p)) || hc_trace_parse_secs (tok, &ts) < 0)
     return hc_trace_bad (t, "bad time");
-  if (number (hc_trace_token (&p), UINT32_MAX, &pid) < 0)
+  if (hc_trace_number (hc_trace_token (&p), UINT32_MAX, &pid) < 0)
     return hc_trace_bad (t, "bad pid");
   act = hc_trace_token (&p);
   if (!act || strlen (act) > 2 || !isalpha ((unsigned char) act[0])
@@ -120,11 +83,11 @@ blk_parse (struct hc_trace *t, char *line, size_t len, struct hc_trace_req *r)
   while (*p == ' ' || *p == '\t')
     p++;
   if (isdigit ((unsigned char) *p)) {
-    if (number (hc_trace_token (&p), UINT64_MAX, &sector) < 0)
+    if (hc_trace_number (hc_trace_token (&p), UINT64_MAX, &sector) < 0)
       return hc_trace_bad (t, "bad sector");
     if (!(tok = hc_trace_token (&p)) || strcmp (tok, "+") != 0)
       return hc_trace_bad (t, "expected 'sector + count'");
-    if (number (hc_trace_token (&p), UINT32_MAX, &nsect) < 0)
+    if (hc_trace_number (hc_trace_token (&p), UINT32_MAX, &nsect) < 0)
       return hc_trace_bad (t, "bad sector count");
     has_range = true;
     while (*p == ' ' || *p == '\t')

@@ -38,43 +38,6 @@
 #include "trace_priv.h"
 #include "util.h"
 
-/* True if s is all decimal digits (and not empty). */
-static bool
-digits (const char *s)
-{
-  if (!*s)
-    return false;
-  for (; *s; s++)
-    if (!isdigit ((unsigned char) *s))
-      return false;
-  return true;
-}
-
-/* Parses a decimal token no larger than max. */
-static int
-number (const char *s, uint64_t max, uint64_t *v)
-{
-  unsigned long long x;
-
-  if (!s || !digits (s) || hc_parse_number (s, &x) < 0 || x > max)
-    return -EINVAL;
-  *v = x;
-  return 0;
-}
-
-/* True for "major,minor". */
-static bool
-is_dev (const char *s)
-{
-  if (!isdigit ((unsigned char) *s))
-    return false;
-  while (isdigit ((unsigned char) *s))
-    s++;
-  if (*s++ != ',')
-    return false;
-  return digits (s);
-}
-
 /* Finds the " [cpu]" column: the first '[' after a blank that holds only
  * digits.  Returns the '[' or NULL. */
 static char *
@@ -107,7 +70,7 @@ ioprio (struct hc_trace *t, char *s, struct hc_trace_req *r)
     *p = '\0';
   }
   if (n < 2 || n > 3 || hc_trace_class_parse (part[0], &r->ioprio_class) < 0
-      || (n == 3 && number (part[1], 1023, &hint) < 0) || number (part[n - 1], 7, &level) < 0)
+      || (n == 3 && hc_trace_number (part[1], 1023, &hint) < 0) || hc_trace_number (part[n - 1], 7, &level) < 0)
     return hc_trace_bad (t, "bad ioprio '%s'", s);
   r->ioprio_hint = (uint16_t) hint;
   r->ioprio_level = (uint8_t) level;
@@ -140,7 +103,7 @@ ft_parse (struct hc_trace *t, char *line, size_t len, struct hc_trace_req *r)
   for (e = b; e > p && (e[-1] == ' ' || e[-1] == '\t'); e--)
     ;
   *e = '\0';
-  if (!(dash = strrchr (p, '-')) || number (dash + 1, UINT32_MAX, &pid) < 0)
+  if (!(dash = strrchr (p, '-')) || hc_trace_number (dash + 1, UINT32_MAX, &pid) < 0)
     return hc_trace_bad (t, "no pid in the task column");
   p = strchr (b, ']') + 1;
 
@@ -162,13 +125,13 @@ ft_parse (struct hc_trace *t, char *line, size_t len, struct hc_trace_req *r)
     return HC_LINE_OTHER;
 
   /* dev rwbs [bytes] (cmd) sector + nr [ioprio] [comm] */
-  if (!(tok = hc_trace_token (&p)) || !is_dev (tok))
+  if (!(tok = hc_trace_token (&p)) || !hc_trace_is_dev (tok))
     return hc_trace_bad (t, "bad device");
   if (!(rwbs = hc_trace_token (&p)))
     return hc_trace_bad (t, "no rwbs");
   while (*p == ' ' || *p == '\t')
     p++;
-  if (*p != '(' && number (hc_trace_token (&p), UINT32_MAX, &bytes) < 0)
+  if (*p != '(' && hc_trace_number (hc_trace_token (&p), UINT32_MAX, &bytes) < 0)
     return hc_trace_bad (t, "bad byte count");
   while (*p == ' ' || *p == '\t')
     p++;
@@ -176,11 +139,11 @@ ft_parse (struct hc_trace *t, char *line, size_t len, struct hc_trace_req *r)
   if (*p != '(' || !(e = strchr (p, ')')))
     return hc_trace_bad (t, "expected (cmd)");
   p = e + 1;
-  if (number (hc_trace_token (&p), UINT64_MAX, &sector) < 0)
+  if (hc_trace_number (hc_trace_token (&p), UINT64_MAX, &sector) < 0)
     return hc_trace_bad (t, "bad sector");
   if (!(tok = hc_trace_token (&p)) || strcmp (tok, "+") != 0)
     return hc_trace_bad (t, "expected 'sector + count'");
-  if (number (hc_trace_token (&p), UINT32_MAX, &nsect) < 0)
+  if (hc_trace_number (hc_trace_token (&p), UINT32_MAX, &nsect) < 0)
     return hc_trace_bad (t, "bad sector count");
   while (*p == ' ' || *p == '\t')
     p++;

@@ -549,3 +549,39 @@ hc_trace_token (char **p)
   return s;
 }
 
+/* True if s is all decimal hc_trace_digits (and not empty). */
+bool
+hc_trace_digits (const char *s)
+{
+  if (!*s)
+    return false;
+  for (; *s; s++)
+    if (!isdigit ((unsigned char) *s))
+      return false;
+  return true;
+}
+
+/* True for "major,minor". */
+bool
+hc_trace_is_dev (const char *s)
+{
+  if (!isdigit ((unsigned char) *s))
+    return false;
+  while (isdigit ((unsigned char) *s))
+    s++;
+  if (*s++ != ',')
+    return false;
+  return hc_trace_digits (s);
+}
+
+/* Parses a decimal token no larger than max. */
+int
+hc_trace_number (const char *s, uint64_t max, uint64_t *v)
+{
+  unsigned long long x;
+
+  if (!s || !hc_trace_digits (s) || hc_parse_number (s, &x) < 0 || x > max)
+    return -EINVAL;
+  *v = x;
+  return 0;
+}

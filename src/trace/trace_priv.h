@@ -266,6 +266,13 @@ int hc_trace_class_parse (const char *s, uint8_t *cls);
  * place; NULL when none is left. */
 char *hc_trace_token (char **p);
 
+/* The block-layer text formats' tokens: all decimal digits (and not
+ * empty); "major,minor"; a decimal token no larger than max (s may be
+ * NULL: -EINVAL, as for any other bad token; else 0). */
+bool hc_trace_digits (const char *s);
+bool hc_trace_is_dev (const char *s);
+int hc_trace_number (const char *s, uint64_t max, uint64_t *v);
+
 /* The string table (trace.c), also used by the bin writer. */
 int hc_trace_strtab_intern (struct hc_trace_strtab *s, const char *text, size_t len, uint32_t *id,
                             bool *added);
