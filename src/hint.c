@@ -213,21 +213,11 @@ hc_hint_parse (const char *text, struct hc_hint *hint)
   struct hc_hint h = { 0 };
   unsigned seen = 0;
   char word[32];
+  int rc;
 
-  for (const char *p = text; *p;) {
-    size_t n = strcspn (p, "+, \t");
-    if (n == 0) {
-      p++;
-      continue;
-    }
-    if (n >= sizeof word)
+  for (const char *p = text; (rc = hc_next_word (&p, "+, \t", word, sizeof word)) != 0;)
+    if (rc < 0 || parse_word (word, &h, &seen) < 0)
       return -EINVAL;
-    memcpy (word, p, n);
-    word[n] = '\0';
-    if (parse_word (word, &h, &seen) < 0)
-      return -EINVAL;
-    p += n;
-  }
   if (hc_hint_check (h) < 0)
     return -EINVAL;
   *hint = h;

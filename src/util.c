@@ -540,3 +540,21 @@ hc_free_huge (void *p, size_t bytes)
   else
     munmap (p, (bytes + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1));
 }
+
+int
+hc_next_word (const char **p, const char *seps, char *word, size_t cap)
+{
+  const char *s = *p + strspn (*p, seps);
+  size_t n = strcspn (s, seps);
+
+  if (n == 0) {
+    *p = s;
+    return 0;
+  }
+  if (n >= cap)
+    return -EINVAL;
+  memcpy (word, s, n);
+  word[n] = '\0';
+  *p = s + n;
+  return 1;
+}

@@ -54,6 +54,11 @@ int hc_parse_size (const char *s, uint64_t *out, bool *unit);
  * classes in messages are made from the registries, never typed out. */
 const char *hc_names (const char *(*name) (unsigned), char *buf, size_t len);
 
+/* Copies the next word of *p — a run of characters not in `seps`, skipping
+ * separators before it — into word[cap] and moves *p past it.  Returns 1,
+ * 0 at the end of the text, or -EINVAL for a word that does not fit. */
+int hc_next_word (const char **p, const char *seps, char *word, size_t cap);
+
 /* Makes room for element n of a growable array: when n == *cap, doubles
  * *cap (from `first`) and reallocates the array *arrayp (a pointer to the
  * array's pointer) of elements of `size` bytes.  Returns 0, or -ENOMEM

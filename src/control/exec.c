@@ -140,21 +140,14 @@ hc_stats_parse (const char *text, struct hc_stats *out)
   struct hc_stats s;
   char word[128];
   unsigned words = 0;
+  int rc;
 
   if (!text || !out)
     return -EINVAL;
   memset (&s, 0, sizeof s);
-  for (const char *p = text; *p;) {
-    size_t n = strcspn (p, " ");
-    if (n == 0) {
-      p++;
-      continue;
-    }
-    if (n >= sizeof word)
-      return -EINVAL;
-    memcpy (word, p, n);
-    word[n] = '\0';
-    p += n;
+  for (const char *p = text; (rc = hc_next_word (&p, " ", word, sizeof word)) != 0;) {
+    if (rc < 0)
+      return rc;
     words++;
 
     char *eq = strchr (word, '=');
@@ -177,34 +170,41 @@ hc_stats_parse (const char *text, struct hc_stats *out)
  */
 #define MAX_WORDS 5
 
+/* Writes `head`, then the formatted message after a blank (if any), into
+ * reply[len]. */
+static void
+reply_v (char *reply, size_t len, const char *head, const char *fmt, va_list ap)
+{
+  struct hc_sb sb;
+  char msg[HC_CONTROL_LINE];
+
+  vsnprintf (msg, sizeof msg, fmt, ap);
+  hc_sb_init (&sb, reply, len);
+  hc_sb_printf (&sb, "%s%s%s", head, msg[0] ? " " : "", msg);
+}
+
 /* Writes "error ENAME message" into reply[len]. */
 static void __attribute__ ((format (printf, 4, 5)))
 reply_error (char *reply, size_t len, int err, const char *fmt, ...)
 {
-  struct hc_sb sb;
-  char msg[HC_CONTROL_LINE];
+  char head[64];
   va_list ap;
 
+  snprintf (head, sizeof head, "error %s", hc_ctl_errno_name (err));
   va_start (ap, fmt);
-  vsnprintf (msg, sizeof msg, fmt, ap);
+  reply_v (reply, len, head, fmt, ap);
   va_end (ap);
-  hc_sb_init (&sb, reply, len);
-  hc_sb_printf (&sb, "error %s %s", hc_ctl_errno_name (err), msg);
 }
 
 /* Writes "ok[ payload]" into reply[len]. */
 static void __attribute__ ((format (printf, 3, 4)))
 reply_ok (char *reply, size_t len, const char *fmt, ...)
 {
-  struct hc_sb sb;
-  char msg[HC_CONTROL_LINE];
   va_list ap;
 
   va_start (ap, fmt);
-  vsnprintf (msg, sizeof msg, fmt, ap);
+  reply_v (reply, len, "ok", fmt, ap);
   va_end (ap);
-  hc_sb_init (&sb, reply, len);
-  hc_sb_printf (&sb, "ok%s%s", msg[0] ? " " : "", msg);
 }
 
 /* The names a hint may use, for error messages. */
