@@ -53,12 +53,12 @@ hc_class_name (unsigned cls)
 int
 hc_class_parse (const char *name, enum hc_class *cls)
 {
-  for (unsigned i = 0; i < HC_CLASS_COUNT; i++)
-    if (strcmp (name, class_names[i]) == 0) {
-      *cls = (enum hc_class) i;
-      return 0;
-    }
-  return -EINVAL;
+  int i = hc_name_find (class_names, HC_CLASS_COUNT, name);
+
+  if (i < 0)
+    return i;
+  *cls = (enum hc_class) i;
+  return 0;
 }
 
 const char *
@@ -70,12 +70,12 @@ hc_advice_name (unsigned advice)
 int
 hc_advice_parse (const char *name, enum hc_advice *advice)
 {
-  for (unsigned i = 0; i < HC_ADVICE_LIMIT; i++)
-    if (advice_names[i] && strcmp (name, advice_names[i]) == 0) {
-      *advice = (enum hc_advice) i;
-      return 0;
-    }
-  return -EINVAL;
+  int i = hc_name_find (advice_names, HC_ADVICE_LIMIT, name);
+
+  if (i < 0)
+    return i;
+  *advice = (enum hc_advice) i;
+  return 0;
 }
 
 static const char *const source_names[HC_SOURCE_COUNT] = { "admin", "hintd", "advise", "preload" };
@@ -89,12 +89,12 @@ hc_source_name (unsigned source)
 int
 hc_source_parse (const char *name, enum hc_hint_source *source)
 {
-  for (unsigned i = 0; i < HC_SOURCE_COUNT; i++)
-    if (strcmp (name, source_names[i]) == 0) {
-      *source = (enum hc_hint_source) i;
-      return 0;
-    }
-  return -EINVAL;
+  int i = hc_name_find (source_names, HC_SOURCE_COUNT, name);
+
+  if (i < 0)
+    return i;
+  *source = (enum hc_hint_source) i;
+  return 0;
 }
 
 const char *

@@ -558,3 +558,14 @@ hc_next_word (const char **p, const char *seps, char *word, size_t cap)
   *p = s + n;
   return 1;
 }
+
+int
+hc_name_find (const char *const *names, unsigned n, const char *name)
+{
+  if (!name)
+    return -EINVAL;
+  for (unsigned i = 0; i < n; i++)
+    if (names[i] && strcmp (name, names[i]) == 0)
+      return (int) i;
+  return -EINVAL;
+}

@@ -54,6 +54,10 @@ int hc_parse_size (const char *s, uint64_t *out, bool *unit);
  * classes in messages are made from the registries, never typed out. */
 const char *hc_names (const char *(*name) (unsigned), char *buf, size_t len);
 
+/* The index of `name` in names[n] (NULL entries never match), or -EINVAL
+ * (also for a NULL name). */
+int hc_name_find (const char *const *names, unsigned n, const char *name);
+
 /* Copies the next word of *p — a run of characters not in `seps`, skipping
  * separators before it — into word[cap] and moves *p past it.  Returns 1,
  * 0 at the end of the text, or -EINVAL for a word that does not fit. */

@@ -31,12 +31,12 @@ hc_mode_name (unsigned mode)
 int
 hc_mode_parse (const char *name, enum hc_mode *mode)
 {
-  for (unsigned i = 0; i < HC_MODE_COUNT; i++)
-    if (strcmp (name, mode_names[i]) == 0 || strcmp (name, mode_short[i]) == 0) {
-      *mode = (enum hc_mode) i;
-      return 0;
-    }
-  return -EINVAL;
+  int i = hc_name_find (mode_names, HC_MODE_COUNT, name);
+
+  if (i < 0 && (i = hc_name_find (mode_short, HC_MODE_COUNT, name)) < 0)
+    return i;
+  *mode = (enum hc_mode) i;
+  return 0;
 }
 
 const char *

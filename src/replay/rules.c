@@ -110,12 +110,12 @@ hc_strategy_name (unsigned s)
 int
 hc_strategy_parse (const char *name, enum hc_strategy *s)
 {
-  for (unsigned i = 0; i < HC_STRATEGY_COUNT; i++)
-    if (strcmp (name, strategy_names[i]) == 0) {
-      *s = (enum hc_strategy) i;
-      return 0;
-    }
-  return -EINVAL;
+  int i = hc_name_find (strategy_names, HC_STRATEGY_COUNT, name);
+
+  if (i < 0)
+    return i;
+  *s = (enum hc_strategy) i;
+  return 0;
 }
 
 /* The defaults: what each granularity can say about the development

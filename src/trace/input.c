@@ -521,12 +521,12 @@ hc_trace_class_parse (const char *s, uint8_t *cls)
 {
   static const char *const names[] = { "none", "rt", "be", "idle" };
 
-  for (unsigned i = 0; i < 4; i++)
-    if (strcmp (s, names[i]) == 0) {
-      *cls = (uint8_t) i;
-      return 0;
-    }
-  return -EINVAL;
+  int i = hc_name_find (names, 4, s);
+
+  if (i < 0)
+    return i;
+  *cls = (uint8_t) i;
+  return 0;
 }
 
 /* Splits off the next blank-separated token. */

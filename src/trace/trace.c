@@ -99,14 +99,12 @@ hc_trace_label_name (unsigned label)
 int
 hc_trace_label_parse (const char *name, enum hc_trace_label *label)
 {
-  if (!name)
-    return -EINVAL;
-  for (unsigned i = 0; i < HC_LABEL_COUNT; i++)
-    if (strcmp (name, label_names[i]) == 0) {
-      *label = (enum hc_trace_label) i;
-      return 0;
-    }
-  return -EINVAL;
+  int i = hc_name_find (label_names, HC_LABEL_COUNT, name);
+
+  if (i < 0)
+    return i;
+  *label = (enum hc_trace_label) i;
+  return 0;
 }
 
 /* The letter of an op, NULL if out of range. */
