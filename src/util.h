@@ -54,6 +54,20 @@ int hc_parse_size (const char *s, uint64_t *out, bool *unit);
  * classes in messages are made from the registries, never typed out. */
 const char *hc_names (const char *(*name) (unsigned), char *buf, size_t len);
 
+/* Where a function's reason for a failure goes: why[*whylen], or scratch
+ * (of scratchlen ≥ 1 bytes, with *whylen set to that) when the caller
+ * passed no buffer; either way emptied.  Returns the buffer. */
+static inline char *
+hc_why (char *why, size_t *whylen, char *scratch, size_t scratchlen)
+{
+  if (!why || *whylen == 0) {
+    why = scratch;
+    *whylen = scratchlen;
+  }
+  why[0] = '\0';
+  return why;
+}
+
 /* The index of `name` in names[n] (NULL entries never match), or -EINVAL
  * (also for a NULL name). */
 int hc_name_find (const char *const *names, unsigned n, const char *name);

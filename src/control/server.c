@@ -39,6 +39,7 @@
 
 #include "hintcache/control.h"
 #include "control/control_priv.h"
+#include "util.h"
 
 #define MAX_CLIENTS 32
 #define IDLE_S 10 /* a client idle this long may give its slot to a newcomer */
@@ -357,11 +358,7 @@ hc_control_start (hc_volume *v, const char *path, hc_control **out, char *why, s
   char dummy[8];
   int rc;
 
-  if (!why || whylen == 0) {
-    why = dummy;
-    whylen = sizeof dummy;
-  }
-  why[0] = '\0';
+  why = hc_why (why, &whylen, dummy, sizeof dummy);
   if (!v || !path || !out) {
     snprintf (why, whylen, "no volume, path or result pointer");
     return -EINVAL;

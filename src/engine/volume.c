@@ -106,11 +106,7 @@ hc_volume_format (hc_tier *fast, hc_tier *slow, const struct hc_format_opts *o, 
   char dummy[8];
   int rc;
 
-  if (!why) {
-    why = dummy;
-    whylen = sizeof dummy;
-  }
-  why[0] = '\0';
+  why = hc_why (why, &whylen, dummy, sizeof dummy);
   if (o && (unsigned) o->over > HC_FORMAT_DISCARD) {
     snprintf (why, whylen, "unknown format-over choice %u", (unsigned) o->over);
     return -EINVAL;
@@ -251,11 +247,7 @@ hc_volume_open (hc_tier *fast, hc_tier *slow, const struct hc_open_opts *o, hc_v
                 char *why, size_t whylen)
 {
   char dummy[8];
-  if (!why) {
-    why = dummy;
-    whylen = sizeof dummy;
-  }
-  why[0] = '\0';
+  why = hc_why (why, &whylen, dummy, sizeof dummy);
   return open_volume (fast, slow, o, false, NULL, out, why, whylen);
 }
 
@@ -448,11 +440,7 @@ hc_volume_check (hc_tier *fast, hc_tier *slow, char *why, size_t whylen)
   char dummy[8];
   int rc;
 
-  if (!why) {
-    why = dummy;
-    whylen = sizeof dummy;
-  }
-  why[0] = '\0';
+  why = hc_why (why, &whylen, dummy, sizeof dummy);
   if ((rc = open_volume (fast, slow, &o, false, NULL, &v, why, whylen)) < 0)
     return rc;
   /* Both superblock copies were decoded by the open; the table, range
@@ -480,11 +468,7 @@ hc_volume_repair (hc_tier *fast, hc_tier *slow, struct hc_repair_report *rep, ch
   char dummy[8];
   int rc;
 
-  if (!why) {
-    why = dummy;
-    whylen = sizeof dummy;
-  }
-  why[0] = '\0';
+  why = hc_why (why, &whylen, dummy, sizeof dummy);
   memset (rep, 0, sizeof *rep);
   if ((rc = hc_meta_read_sb (fast, &sb, NULL, why, whylen)) < 0)
     return rc; /* nothing to salvage from */

@@ -1104,11 +1104,7 @@ hc_replay_run (const char *path, const struct hc_trace_opts *topts,
   char dummy[8];
   int rc;
 
-  if (!why) {
-    why = dummy;
-    whylen = sizeof dummy;
-  }
-  why[0] = '\0';
+  why = hc_why (why, &whylen, dummy, sizeof dummy);
   R.why = why;
   R.whylen = whylen;
   if (R.bs < 512 || (R.bs & (R.bs - 1))) {
