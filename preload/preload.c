@@ -106,7 +106,6 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
-#include <poll.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -128,6 +127,7 @@
 #include <unistd.h>
 
 #include "hintcache/codec.h"
+#include "hintcache/control.h"
 #include "hintcache/extents.h"
 #include "hintcache/hint.h"
 #include "util.h"
@@ -146,6 +146,7 @@
 #define AHEAD_MAX (8ull << 20)        /* … doubling up to 8 MiB */
 #define BATCH 64                      /* requests sent before replies are read */
 #define LINE 96                       /* room for one request line */
+#define REPLY_MAX 1024                /* the longest reply line, newline included */
 #define MAX_MOUNTS 32
 #define SOCK_FD_MIN 200               /* keep our socket away from low fds */
 #define NBUCKETS 256
@@ -271,13 +272,12 @@ static size_t nfdtab;
 static atomic_uint nbound;
 
 /* The connection. */
-static int sock_fd = -1;
-static dev_t sock_dev;
+static hc_control_client *conn;
+static int sock_fd = -1;  /* conn's socket, also read outside the lock */
+static dev_t sock_dev;    /* … and what it is */
 static ino_t sock_ino;
 static uint64_t retry_at; /* CLOCK_MONOTONIC ns: no connection attempt before */
 static uint64_t retry_ns = RETRY_MIN_NS;
-static char rbuf[1024];
-static size_t rused;
 
 /* Per-thread cache of the advice in this thread's ioprio. */
 static TLS uint64_t ioprio_at;
@@ -469,14 +469,23 @@ leave (void)
  * The control connection (under the lock)
  */
 
+/* How the client closes our socket: with the real close, not ours. */
+static int
+sock_close (int fd)
+{
+  return RESOLVE (close) ? real_close (fd) : -1;
+}
+
 /* Forgets the connection; closes it only if the fd is still ours. */
 static void
 sock_forget (bool close_it)
 {
-  if (sock_fd >= 0 && close_it && RESOLVE (close))
-    real_close (sock_fd);
+  if (close_it)
+    hc_control_close (conn);
+  else
+    hc_control_abandon (conn);
+  conn = NULL;
   sock_fd = -1;
-  rused = 0;
 }
 
 static void __attribute__ ((format (printf, 1, 2)))
@@ -495,80 +504,18 @@ sock_failed (const char *fmt, ...)
         cfg.socket, why);
 }
 
-/* Waits until fd is ready for `events` or the deadline passes.  Returns 1,
- * 0 on timeout, -1 on error. */
-static int
-wait_fd (int fd, short events, uint64_t deadline)
-{
-  for (;;) {
-    uint64_t now = clock_ns (CLOCK_MONOTONIC);
-    if (now >= deadline)
-      return 0;
-    struct pollfd p = { .fd = fd, .events = events };
-    int r = poll (&p, 1, (int) ((deadline - now + MS - 1) / MS));
-    if (r > 0)
-      return 1;
-    if (r == 0)
-      continue; /* the loop checks the deadline */
-    if (errno != EINTR)
-      return -1;
-  }
-}
-
-/* Reads one reply line into out[len].  Returns 0, -ETIMEDOUT, -EPIPE (the
- * server closed), -EPROTO (a line too long) or -EIO. */
-static int
-read_line (char *out, size_t len, uint64_t deadline)
-{
-  for (;;) {
-    char *nl = memchr (rbuf, '\n', rused);
-    if (nl) {
-      size_t k = (size_t) (nl - rbuf), n = k;
-      if (n > 0 && rbuf[n - 1] == '\r')
-        n--;
-      n = min64 (n, len - 1);
-      memcpy (out, rbuf, n);
-      out[n] = '\0';
-      memmove (rbuf, nl + 1, rused - k - 1);
-      rused -= k + 1;
-      return 0;
-    }
-    if (rused == sizeof rbuf)
-      return -EPROTO;
-    ssize_t n = recv (sock_fd, rbuf + rused, sizeof rbuf - rused, MSG_DONTWAIT);
-    if (n > 0) {
-      rused += (size_t) n;
-      continue;
-    }
-    if (n == 0)
-      return -EPIPE;
-    if (errno == EINTR)
-      continue;
-    if (errno != EAGAIN && errno != EWOULDBLOCK)
-      return errno == ECONNRESET ? -EPIPE : -EIO;
-    int w = wait_fd (sock_fd, POLLIN, deadline);
-    if (w <= 0)
-      return w == 0 ? -ETIMEDOUT : -EIO;
-  }
-}
-
-static const char *
-read_error (int rc)
-{
-  return rc == -ETIMEDOUT ? "no reply in time"
-         : rc == -EPIPE ? "the server closed the connection"
-         : rc == -EPROTO ? "a reply line too long" : "receiving failed";
-}
-
 /* Makes sure there is a connection.  Returns false (and nothing waits)
  * while a failure is recent. */
 static bool
 sock_ready (void)
 {
-  struct sockaddr_un addr = { .sun_family = AF_UNIX };
+  static const struct hc_control_options opt = {
+    .connect_ms = CONNECT_NS / MS, .greeting_ms = GREETING_NS / MS, .fd_min = SOCK_FD_MIN,
+    .close_fd = sock_close, .line_max = REPLY_MAX,
+  };
+  struct hc_control_id id;
   struct stat st;
-  char line[128];
-  int fd, rc;
+  char why[300];
 
   if (sock_fd >= 0) {
     /* Still ours?  A program may close fds it does not know, or put another
@@ -577,56 +524,19 @@ sock_ready (void)
       return true;
     sock_forget (false);
   }
-  uint64_t now = clock_ns (CLOCK_MONOTONIC);
-  if (now < retry_at)
+  if (clock_ns (CLOCK_MONOTONIC) < retry_at)
     return false;
   if (!RESOLVE (fcntl) || !RESOLVE (close))
     return false;
-  if ((fd = socket (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0)) < 0) {
-    sock_failed ("socket: %s", strerror (errno));
+  if (hc_control_open (cfg.socket, &opt, &conn, why, sizeof why) < 0) {
+    conn = NULL;
+    sock_failed ("%s", why);
     return false;
   }
-  int high = real_fcntl (fd, F_DUPFD_CLOEXEC, SOCK_FD_MIN);
-  if (high >= 0) {
-    real_close (fd);
-    fd = high;
-  }
-  sock_fd = fd;
-  rused = 0;
-  memcpy (addr.sun_path, cfg.socket, strlen (cfg.socket) + 1);
-  if (connect (fd, (struct sockaddr *) &addr, sizeof addr) < 0) {
-    if (errno != EINPROGRESS) {
-      sock_failed ("cannot connect: %s", strerror (errno));
-      return false;
-    }
-    int err = 0;
-    socklen_t elen = sizeof err;
-    if (wait_fd (fd, POLLOUT, now + CONNECT_NS) <= 0) {
-      sock_failed ("cannot connect within 100 ms");
-      return false;
-    }
-    if (getsockopt (fd, SOL_SOCKET, SO_ERROR, &err, &elen) < 0 || err != 0) {
-      sock_failed ("cannot connect: %s", strerror (err ? err : errno));
-      return false;
-    }
-  }
-  struct timeval tv = { .tv_usec = REPLY_NS / 1000 };
-  setsockopt (fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  setsockopt (fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-  if (fstat (fd, &st) < 0) {
-    sock_failed ("fstat: %s", strerror (errno));
-    return false;
-  }
-  sock_dev = st.st_dev;
-  sock_ino = st.st_ino;
-  if ((rc = read_line (line, sizeof line, clock_ns (CLOCK_MONOTONIC) + GREETING_NS)) < 0) {
-    sock_failed ("no greeting (%s)", read_error (rc));
-    return false;
-  }
-  if (strcmp (line, "hintcache-control 1") != 0) {
-    sock_failed ("not a hintcache control socket (it said '%.60s')", line);
-    return false;
-  }
+  hc_control_identity (conn, &id);
+  sock_fd = id.fd;
+  sock_dev = id.dev;
+  sock_ino = id.ino;
   retry_ns = RETRY_MIN_NS;
   return true;
 }
@@ -638,13 +548,26 @@ struct batch {
   char buf[BATCH * LINE];
 };
 
+/* Counts a reply (arg: the replies so far); warns of a refusal. */
+static void
+count_reply (void *arg, unsigned i, int status, const char *line)
+{
+  (void) i;
+  ++*(unsigned *) arg;
+  if (status == 0)
+    stats.sent++;
+  else {
+    stats.refused++;
+    warn ("control socket %s refused a hint: %.200s", cfg.socket, line + 6);
+  }
+}
+
 /* Sends the batch and reads its replies; counts what happened. */
 static void
 batch_flush (struct batch *b)
 {
-  char line[256];
-  size_t done = 0;
-  int rc;
+  unsigned replies = 0;
+  char why[300];
 
   if (b->n == 0)
     return;
@@ -652,41 +575,10 @@ batch_flush (struct batch *b)
     stats.dropped += b->n;
     goto out;
   }
-  uint64_t deadline = clock_ns (CLOCK_MONOTONIC) + REPLY_NS;
-  while (done < b->used) {
-    ssize_t k = send (sock_fd, b->buf + done, b->used - done, MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (k > 0) {
-      done += (size_t) k;
-      continue;
-    }
-    if (k < 0 && errno == EINTR)
-      continue;
-    if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      int w = wait_fd (sock_fd, POLLOUT, deadline);
-      if (w > 0)
-        continue;
-      sock_failed (w == 0 ? "the server takes no requests" : "sending failed");
-    } else
-      sock_failed ("sending failed: %s", strerror (errno));
-    stats.dropped += b->n;
-    goto out;
-  }
-  for (unsigned i = 0; i < b->n; i++) {
-    if ((rc = read_line (line, sizeof line, deadline)) < 0) {
-      sock_failed ("%s", read_error (rc));
-      stats.dropped += b->n - i;
-      goto out;
-    }
-    if (strcmp (line, "ok") == 0 || strncmp (line, "ok ", 3) == 0)
-      stats.sent++;
-    else if (strncmp (line, "error ", 6) == 0) {
-      stats.refused++;
-      warn ("control socket %s refused a hint: %.200s", cfg.socket, line + 6);
-    } else {
-      sock_failed ("a reply that is neither ok nor error: '%.60s'", line);
-      stats.dropped += b->n - i;
-      goto out;
-    }
+  if (hc_control_batch (conn, b->buf, b->used, REPLY_NS / MS, count_reply, &replies, why,
+                        sizeof why) < 0) {
+    sock_failed ("%s", why);
+    stats.dropped += b->n - replies;
   }
 out:
   b->n = 0;
@@ -1950,10 +1842,7 @@ atfork_child (void)
   if (!cfg.on)
     return;
   my_pid = getpid ();
-  if (sock_fd >= 0 && real_close)
-    real_close (sock_fd);
-  sock_fd = -1;
-  rused = 0;
+  sock_forget (true);
   for (unsigned i = 0; i < NBUCKETS; i++)
     for (struct file *f = buckets[i]; f; f = f->next) {
       f->lo = f->hi = 0;
