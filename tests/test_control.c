@@ -35,6 +35,7 @@
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <grp.h>
 #include <unistd.h>
 
@@ -669,6 +670,137 @@ test_idle_slots (void)
   vol_free (&x);
 }
 
+/* For the batch tests: the close function the client is given, and the
+ * replies it hands back. */
+static int closes;
+
+static int
+counted_close (int fd)
+{
+  closes++;
+  return close (fd);
+}
+
+struct replies {
+  unsigned n;
+  int status[8];
+  char line[8][64];
+};
+
+static void
+keep_reply (void *arg, unsigned i, int status, const char *line)
+{
+  struct replies *r = arg;
+  if (i != r->n || r->n >= 8)
+    return;
+  r->status[r->n] = status;
+  snprintf (r->line[r->n++], sizeof r->line[0], "%s", line);
+}
+
+static uint64_t
+ms_now (void)
+{
+  struct timespec ts;
+  clock_gettime (CLOCK_MONOTONIC, &ts);
+  return (uint64_t) ts.tv_sec * 1000 + (uint64_t) ts.tv_nsec / 1000000;
+}
+
+/* A server that greets and then never replies: it reads the requests, or
+ * (no_read) not even that, until `hold` has something to read or ends. */
+struct mute {
+  int lfd, hold;
+  bool no_read;
+};
+
+static void *
+mute_server (void *arg)
+{
+  struct mute *m = arg;
+  char buf[4096];
+  int fd = accept (m->lfd, NULL, NULL);
+
+  if (fd < 0)
+    return NULL;
+  raw_send (fd, "hintcache-control 1\n", 20);
+  for (;;) {
+    struct pollfd p[2] = { { .fd = m->hold, .events = POLLIN },
+                           { .fd = fd, .events = m->no_read ? 0 : POLLIN } };
+    if (poll (p, 2, -1) < 0 && errno != EINTR)
+      break;
+    if (p[0].revents)
+      break;
+    if (p[1].revents && recv (fd, buf, sizeof buf, 0) <= 0)
+      break;
+  }
+  close (fd);
+  return NULL;
+}
+
+/* hc_control_open and hc_control_batch keep their deadlines whatever the
+ * server does: no greeting, no replies, not even reading the requests. */
+static void
+test_deadlines (void)
+{
+  struct hc_control_options o = { .connect_ms = 100, .greeting_ms = 150, .close_fd = counted_close,
+                                  .line_max = 1024 };
+  struct sockaddr_un a = { .sun_family = AF_UNIX };
+  hc_control_client *c = NULL;
+  char why[256];
+  int lfd, rc;
+
+  snprintf (a.sun_path, sizeof a.sun_path, "%s/mute.sock", tmpdir);
+  lfd = socket (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (bind (lfd, (struct sockaddr *) &a, sizeof a) < 0 || listen (lfd, 4) < 0) {
+    CHECK (0, "listen: %s", strerror (errno));
+    close (lfd);
+    return;
+  }
+  /* Connected (in the backlog), never accepted: no greeting. */
+  closes = 0;
+  uint64_t t0 = ms_now ();
+  rc = hc_control_open (a.sun_path, &o, &c, why, sizeof why);
+  uint64_t took = ms_now () - t0;
+  CHECK (rc == -EPROTO && strcmp (why, "no greeting (no reply in time)") == 0, "no greeting: %d %s",
+         rc, why);
+  CHECK (took >= 140 && took < 2000, "no greeting: %" PRIu64 " ms", took);
+  CHECK (closes == 1, "the socket closed with the given function: %d", closes);
+  int gone = accept (lfd, NULL, NULL); /* that connection, out of the backlog */
+  if (gone >= 0)
+    close (gone);
+
+  for (int no_read = 0; no_read <= 1; no_read++) {
+    int hold[2];
+    pthread_t t;
+    if (pipe (hold) < 0)
+      break;
+    struct mute m = { .lfd = lfd, .hold = hold[0], .no_read = no_read };
+    pthread_create (&t, NULL, mute_server, &m);
+    rc = hc_control_open (a.sun_path, &o, &c, why, sizeof why);
+    CHECK (rc == 0, "open (mute %d): %s", no_read, why);
+    if (rc == 0) {
+      /* Enough requests to fill the socket's buffers when nobody reads. */
+      size_t len = no_read ? 8u << 20 : 8 * 100;
+      char *req = malloc (len);
+      for (size_t i = 0; req && i < len; i += 8)
+        memcpy (req + i, "version\n", 8);
+      t0 = ms_now ();
+      rc = hc_control_batch (c, req, req ? len : 0, 200, NULL, NULL, why, sizeof why);
+      took = ms_now () - t0;
+      CHECK (rc == -ETIMEDOUT
+             && strcmp (why, no_read ? "the server takes no requests" : "no reply in time") == 0,
+             "mute server (%s): %d %s", no_read ? "not reading" : "reading", rc, why);
+      CHECK (took >= 190 && took < 2000, "mute server: %" PRIu64 " ms", took);
+      free (req);
+      hc_control_close (c);
+    }
+    close (hold[1]);
+    pthread_join (t, NULL);
+    close (hold[0]);
+  }
+  close (lfd);
+  unlink (a.sun_path);
+}
+
 static void
 test_server (void)
 {
@@ -774,6 +906,40 @@ test_server (void)
     CHECK (hc_control_request (c, "quit", reply, sizeof reply) == 0, "quit");
     CHECK (hc_control_request (c, "version", reply, sizeof reply) == -EPIPE, "after quit: %s", reply);
     hc_control_close (c);
+  }
+
+  /* A client opened with options, and a batch of requests. */
+  {
+    struct hc_control_options o = { .connect_ms = 100, .greeting_ms = 250, .fd_min = 200,
+                                    .close_fd = counted_close, .line_max = 1024 };
+    const char *req = "version\nhint 64K\nfrob\nadvise 1T 1 journal\nversion\n";
+    struct replies got = { 0 };
+    struct hc_control_id id;
+    struct stat s2;
+    closes = 0;
+    rc = hc_control_open (path, &o, &c, why, sizeof why);
+    CHECK (rc == 0, "open: %s", why);
+    if (rc == 0) {
+      CHECK (hc_control_identity (c, &id) == 0 && id.fd >= 200 && fstat (id.fd, &s2) == 0
+             && s2.st_dev == id.dev && s2.st_ino == id.ino, "identity: fd %d", id.fd);
+      rc = hc_control_batch (c, req, strlen (req), 1000, keep_reply, &got, why, sizeof why);
+      CHECK (rc == 0 && got.n == 5, "batch: %d, %u replies: %s", rc, got.n, why);
+      CHECK (got.status[0] == 0 && strcmp (got.line[0], "ok 1") == 0, "batch 0: '%s'", got.line[0]);
+      CHECK (got.status[1] == 0 && strcmp (got.line[1], "ok paging") == 0, "batch 1: '%s'",
+             got.line[1]);
+      CHECK (got.status[2] == -EINVAL && starts (got.line[2], "error EINVAL "), "batch 2: '%s'",
+             got.line[2]);
+      CHECK (got.status[3] == -ERANGE, "batch 3: '%s'", got.line[3]);
+      CHECK (got.status[4] == 0 && strcmp (got.line[4], "ok 1") == 0, "batch 4: '%s'", got.line[4]);
+      CHECK (hc_control_batch (c, "version", 7, 1000, NULL, NULL, why, sizeof why) == -EINVAL,
+             "a batch without its last newline");
+      CHECK (hc_control_batch (c, NULL, 0, 1000, NULL, NULL, NULL, 0) == 0, "an empty batch");
+      CHECK (hc_control_request (c, "version", reply, sizeof reply) == 0 && strcmp (reply, "1") == 0,
+             "a request after a batch");
+      hc_control_close (c);
+      /* Twice: the fd it had before moving above fd_min, then the socket. */
+      CHECK (closes == 2, "closed with the given function: %d", closes);
+    }
   }
 
   /* Concurrent clients. */
@@ -1307,6 +1473,7 @@ main (int argc, char **argv)
     test_exec_mutants ();
     test_stats_text ();
     test_server ();
+    test_deadlines ();
     test_idle_slots ();
   }
   rmdir (tmpdir);

@@ -1,7 +1,7 @@
 /* `hintcache run`: a command with a per-process default hint.
  *
  * It sets up the preload library (libhintcache-preload.so, see
- * preload/preload.c) for one command and executes it: the hint becomes the
+ * preload/) for one command and executes it: the hint becomes the
  * process's default (HINTCACHE_CLASS, HINTCACHE_ADVICE), the library sends
  * it as range hints for the data the command writes on the volume's file
  * systems (HINTCACHE_MOUNTS) over the control socket (HINTCACHE_SOCKET),

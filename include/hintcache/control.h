@@ -67,6 +67,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <sys/types.h>
 
 #include "stats.h"
 #include "volume.h"
@@ -125,8 +126,81 @@ int hc_control_connect (const char *path, hc_control_client **out, char *why, si
  * 0). */
 int hc_control_request (hc_control_client *c, const char *line, char *reply, size_t len);
 
-/* Closes the connection (NULL is allowed). */
+/* How hc_control_open connects, and what the client does with its socket. */
+struct hc_control_options {
+  /* Connecting waits at most this many milliseconds (the socket is then
+   * nonblocking, and a server whose backlog is full refuses at once);
+   * negative: as long as it takes. */
+  int connect_ms;
+  /* Then the greeting is awaited at most this many milliseconds; negative:
+   * as long as it takes. */
+  int greeting_ms;
+  /* Above 0: the socket gets the lowest free fd at or above this
+   * (F_DUPFD_CLOEXEC), if there is one, so that it stays out of the way
+   * of a program that uses low fds by number. */
+  int fd_min;
+  /* How the client closes its socket (NULL: close).  A library that
+   * interposes close passes the real one. */
+  int (*close_fd) (int fd);
+  /* The longest reply line, newline included (0: HC_CONTROL_LINE); the
+   * client's buffers are twice this.  A longer reply fails the call. */
+  size_t line_max;
+};
+
+/* Connects as hc_control_connect does, with opt's timeouts and hooks (NULL:
+ * those of hc_control_connect).  Never waits past opt's deadlines.  Returns
+ * 0 or the same errors as hc_control_connect (-ETIMEDOUT when connecting
+ * took too long); on failure the socket is closed with opt->close_fd, and
+ * `why` says what failed without naming the path ("cannot connect: …",
+ * "no greeting (no reply in time)", "not a hintcache control socket (it
+ * said '…')"), for a caller that names the socket itself. */
+int hc_control_open (const char *path, const struct hc_control_options *opt,
+                     hc_control_client **out, char *why, size_t whylen);
+
+/* Called by hc_control_batch for each reply, in order: i counts from 0;
+ * status is 0 for "ok[ PAYLOAD]", a negative errno for "error ENAME …"
+ * (-EIO for a name this client does not know, or none); line is the reply
+ * line as received, without its newline. */
+typedef void (*hc_control_on_reply) (void *arg, unsigned i, int status, const char *line);
+
+/* Sends requests[len] — request lines, each ending in '\n' — at once, then
+ * reads one reply per line, all by timeout_ms milliseconds from the call
+ * (negative: no deadline), never waiting past it (a server that takes no
+ * requests or sends no replies costs the timeout, no more).  on_reply (if
+ * not NULL) gets each reply as it is read.  Returns 0 when every reply
+ * came; -EINVAL (no newline at the end) or -E2BIG (a line longer than
+ * HC_CONTROL_LINE - 1) without sending anything; otherwise the connection
+ * failed, the replies after the last one given to on_reply are lost and the
+ * connection is out of step (close it): -ETIMEDOUT (the server took the
+ * requests or replied too slowly), -EPIPE (the server closed), -EMSGSIZE
+ * (a reply longer than the client's line_max), -EPROTO (a reply neither ok
+ * nor error), -EIO or the errno of send, with `why` saying which ("the
+ * server takes no requests", "no reply in time", "the server closed the
+ * connection", "a reply that is neither ok nor error: '…'", …). */
+int hc_control_batch (hc_control_client *c, const char *requests, size_t len, int timeout_ms,
+                      hc_control_on_reply on_reply, void *arg, char *why, size_t whylen);
+
+/* The socket under a connection: its fd, and the device and inode fstat
+ * gave for it when it connected — a program that closes fds it does not
+ * know, or dup2s another file over them, can take the fd away; then its
+ * fstat no longer shows this device and inode. */
+struct hc_control_id {
+  int fd;
+  dev_t dev;
+  ino_t ino;
+};
+
+/* Fills *id.  Returns 0, or -EINVAL for a NULL argument. */
+int hc_control_identity (const hc_control_client *c, struct hc_control_id *id);
+
+/* Closes the connection (NULL is allowed), with the close function of its
+ * options. */
 void hc_control_close (hc_control_client *c);
+
+/* Frees the connection without closing its fd (NULL is allowed): for when
+ * the fd is no longer the client's (closed by someone else, or another
+ * file put there). */
+void hc_control_abandon (hc_control_client *c);
 
 /* ---- Statistics as text (the "stats" payload). ---- */
 
