@@ -1,6 +1,6 @@
 /* Advice: range hints, and what each advice does to what is cached now.
  *
- * hc_volume_advise records a class and advice for a byte range (range.c
+ * hc_volume_advise records a class and advice for a byte range (ranges.c
  * keeps them, the journal makes them durable), gives the class to what is
  * cached there already, and then does what the advice asks of the blocks
  * cached now — one entry per advice in advice_ops:
@@ -133,6 +133,7 @@ evict_unlocked (hc_volume *v, uint64_t b0, uint64_t b1)
   return rc < 0 ? rc : hc_meta_commit (v, false);
 }
 
+/* Reserved advice values (4 … 6) never get here: hc_hint_check refuses them. */
 static const struct advice_op advice_ops[HC_ADVICE_LIMIT] = {
   [HC_ADVICE_NONE] = { .range = HC_RANGE_KEEP },
   [HC_ADVICE_EVICT] = { .range = HC_RANGE_KEEP, .unlocked = evict_unlocked },
