@@ -130,158 +130,72 @@ note_rw_hint (int fd, const void *arg)
     return ret;                                                                           \
   } while (0)
 
-PUBLIC ssize_t
-write (int fd, const void *buf, size_t n)
+/* A write interposer: NAME's PARAMS, passed on as ARGS to fd FD.  When
+ * writes carry hints, before_write learns what is about to be written (at
+ * offset OFF, or -1 for the fd's position; LEN bytes; APPEND for
+ * RWF_APPEND) unless OFF is below LOWEST (a call the C library refuses, or
+ * an offset it cannot read), and after_write that it returned.  errno is
+ * the caller's again before the real call. */
+#define WRITE_INTERPOSER(name, params, args, fd, off, lowest, len, append)               \
+  PUBLIC ssize_t name params                                                            \
+  {                                                                                     \
+    if (!RESOLVE (name))                                                                \
+      FAIL_NOSYS (-1);                                                                  \
+    if (!want_write_hints ())                                                           \
+      return real_##name args;                                                          \
+    int saved = errno;                                                                  \
+    int64_t at = (off);                                                                 \
+    struct file *f = at >= (lowest) ? before_write ((fd), at, (len), (append)) : NULL;  \
+    errno = saved;                                                                      \
+    ssize_t r = real_##name args;                                                       \
+    after_write (f);                                                                    \
+    return r;                                                                           \
+  }
+
+/* Where a copy_file_range writes: -1 for out_fd's position, -2 if *out_off
+ * cannot be read or is negative. */
+static int64_t
+copy_dest (const off64_t *out_off)
 {
-  if (!RESOLVE (write))
-    FAIL_NOSYS (-1);
-  if (!want_write_hints ())
-    return real_write (fd, buf, n);
-  struct file *f = before_write (fd, -1, n, false);
-  ssize_t r = real_write (fd, buf, n);
-  after_write (f);
-  return r;
+  off64_t off;
+
+  if (!out_off)
+    return -1;
+  return safe_read (out_off, &off, sizeof off) && off >= 0 ? off : -2;
 }
 
-PUBLIC ssize_t
-pwrite (int fd, const void *buf, size_t n, off_t off)
-{
-  if (!RESOLVE (pwrite))
-    FAIL_NOSYS (-1);
-  if (!want_write_hints () || off < 0)
-    return real_pwrite (fd, buf, n, off);
-  struct file *f = before_write (fd, off, n, false);
-  ssize_t r = real_pwrite (fd, buf, n, off);
-  after_write (f);
-  return r;
-}
+#define IOV_APPEND(flags) (((flags) & RWF_APPEND) != 0)
 
-PUBLIC ssize_t
-pwrite64 (int fd, const void *buf, size_t n, off64_t off)
-{
-  if (!RESOLVE (pwrite64))
-    FAIL_NOSYS (-1);
-  if (!want_write_hints () || off < 0)
-    return real_pwrite64 (fd, buf, n, off);
-  struct file *f = before_write (fd, off, n, false);
-  ssize_t r = real_pwrite64 (fd, buf, n, off);
-  after_write (f);
-  return r;
-}
-
-PUBLIC ssize_t
-writev (int fd, const struct iovec *iov, int cnt)
-{
-  if (!RESOLVE (writev))
-    FAIL_NOSYS (-1);
-  if (!want_write_hints ())
-    return real_writev (fd, iov, cnt);
-  struct file *f = before_write (fd, -1, iov_total (iov, cnt), false);
-  ssize_t r = real_writev (fd, iov, cnt);
-  after_write (f);
-  return r;
-}
-
-PUBLIC ssize_t
-pwritev (int fd, const struct iovec *iov, int cnt, off_t off)
-{
-  if (!RESOLVE (pwritev))
-    FAIL_NOSYS (-1);
-  if (!want_write_hints () || off < 0)
-    return real_pwritev (fd, iov, cnt, off);
-  struct file *f = before_write (fd, off, iov_total (iov, cnt), false);
-  ssize_t r = real_pwritev (fd, iov, cnt, off);
-  after_write (f);
-  return r;
-}
-
-PUBLIC ssize_t
-pwritev64 (int fd, const struct iovec *iov, int cnt, off64_t off)
-{
-  if (!RESOLVE (pwritev64))
-    FAIL_NOSYS (-1);
-  if (!want_write_hints () || off < 0)
-    return real_pwritev64 (fd, iov, cnt, off);
-  struct file *f = before_write (fd, off, iov_total (iov, cnt), false);
-  ssize_t r = real_pwritev64 (fd, iov, cnt, off);
-  after_write (f);
-  return r;
-}
-
-PUBLIC ssize_t
-pwritev2 (int fd, const struct iovec *iov, int cnt, off_t off, int flags)
-{
-  if (!RESOLVE (pwritev2))
-    FAIL_NOSYS (-1);
-  if (!want_write_hints () || off < -1)
-    return real_pwritev2 (fd, iov, cnt, off, flags);
-  struct file *f = before_write (fd, off, iov_total (iov, cnt), (flags & RWF_APPEND) != 0);
-  ssize_t r = real_pwritev2 (fd, iov, cnt, off, flags);
-  after_write (f);
-  return r;
-}
-
-PUBLIC ssize_t
-pwritev64v2 (int fd, const struct iovec *iov, int cnt, off64_t off, int flags)
-{
-  if (!RESOLVE (pwritev64v2))
-    FAIL_NOSYS (-1);
-  if (!want_write_hints () || off < -1)
-    return real_pwritev64v2 (fd, iov, cnt, off, flags);
-  struct file *f = before_write (fd, off, iov_total (iov, cnt), (flags & RWF_APPEND) != 0);
-  ssize_t r = real_pwritev64v2 (fd, iov, cnt, off, flags);
-  after_write (f);
-  return r;
-}
-
-PUBLIC ssize_t
-copy_file_range (int in_fd, off64_t *in_off, int out_fd, off64_t *out_off, size_t len,
-                 unsigned flags)
-{
-  if (!RESOLVE (copy_file_range))
-    FAIL_NOSYS (-1);
-  if (!want_write_hints ())
-    return real_copy_file_range (in_fd, in_off, out_fd, out_off, len, flags);
-  struct file *f = NULL;
-  int saved = errno;
-  off64_t off = -1;
-  if (!out_off || (safe_read (out_off, &off, sizeof off) && off >= 0))
-    f = before_write (out_fd, off, copy_len (in_fd, in_off, len), false);
-  errno = saved;
-  ssize_t r = real_copy_file_range (in_fd, in_off, out_fd, out_off, len, flags);
-  after_write (f);
-  return r;
-}
-
-PUBLIC ssize_t
-sendfile (int out_fd, int in_fd, off_t *off, size_t count)
-{
-  if (!RESOLVE (sendfile))
-    FAIL_NOSYS (-1);
-  if (!want_write_hints ())
-    return real_sendfile (out_fd, in_fd, off, count);
-  int saved = errno;
-  struct file *f = before_write (out_fd, -1, copy_len (in_fd, off, count), false);
-  errno = saved;
-  ssize_t r = real_sendfile (out_fd, in_fd, off, count);
-  after_write (f);
-  return r;
-}
-
-PUBLIC ssize_t
-sendfile64 (int out_fd, int in_fd, off64_t *off, size_t count)
-{
-  if (!RESOLVE (sendfile64))
-    FAIL_NOSYS (-1);
-  if (!want_write_hints ())
-    return real_sendfile64 (out_fd, in_fd, off, count);
-  int saved = errno;
-  struct file *f = before_write (out_fd, -1, copy_len (in_fd, off, count), false);
-  errno = saved;
-  ssize_t r = real_sendfile64 (out_fd, in_fd, off, count);
-  after_write (f);
-  return r;
-}
+WRITE_INTERPOSER (write, (int fd, const void *buf, size_t n), (fd, buf, n), fd, -1, -1, n,
+                  false)
+WRITE_INTERPOSER (pwrite, (int fd, const void *buf, size_t n, off_t off),
+                  (fd, buf, n, off), fd, off, 0, n, false)
+WRITE_INTERPOSER (pwrite64, (int fd, const void *buf, size_t n, off64_t off),
+                  (fd, buf, n, off), fd, off, 0, n, false)
+WRITE_INTERPOSER (writev, (int fd, const struct iovec *iov, int cnt), (fd, iov, cnt), fd,
+                  -1, -1, iov_total (iov, cnt), false)
+WRITE_INTERPOSER (pwritev, (int fd, const struct iovec *iov, int cnt, off_t off),
+                  (fd, iov, cnt, off), fd, off, 0, iov_total (iov, cnt), false)
+WRITE_INTERPOSER (pwritev64, (int fd, const struct iovec *iov, int cnt, off64_t off),
+                  (fd, iov, cnt, off), fd, off, 0, iov_total (iov, cnt), false)
+WRITE_INTERPOSER (pwritev2, (int fd, const struct iovec *iov, int cnt, off_t off, int flags),
+                  (fd, iov, cnt, off, flags), fd, off, -1, iov_total (iov, cnt),
+                  IOV_APPEND (flags))
+WRITE_INTERPOSER (pwritev64v2,
+                  (int fd, const struct iovec *iov, int cnt, off64_t off, int flags),
+                  (fd, iov, cnt, off, flags), fd, off, -1, iov_total (iov, cnt),
+                  IOV_APPEND (flags))
+WRITE_INTERPOSER (copy_file_range,
+                  (int in_fd, off64_t *in_off, int out_fd, off64_t *out_off, size_t len,
+                       unsigned flags),
+                  (in_fd, in_off, out_fd, out_off, len, flags), out_fd, copy_dest (out_off),
+                  -1, copy_len (in_fd, in_off, len), false)
+WRITE_INTERPOSER (sendfile, (int out_fd, int in_fd, off_t *off, size_t count),
+                  (out_fd, in_fd, off, count), out_fd, -1, -1, copy_len (in_fd, off, count),
+                  false)
+WRITE_INTERPOSER (sendfile64, (int out_fd, int in_fd, off64_t *off, size_t count),
+                  (out_fd, in_fd, off, count), out_fd, -1, -1, copy_len (in_fd, off, count),
+                  false)
 
 /* The calls posix_fadvise forwards. */
 static bool
@@ -291,31 +205,22 @@ fadvise_forwarded (int advice)
          || advice == POSIX_FADV_NOREUSE || advice == POSIX_FADV_SEQUENTIAL;
 }
 
-PUBLIC int
-posix_fadvise (int fd, off_t off, off_t len, int advice)
-{
-  if (!RESOLVE (posix_fadvise))
-    return ENOSYS;
-  if (active () && fadvise_forwarded (advice) && off >= 0 && len >= 0) {
-    int saved = errno;
-    forward_fadvise (fd, off, len, advice);
-    errno = saved;
+/* posix_fadvise and posix_fadvise64: a range's advice is sent at once. */
+#define FADVISE_INTERPOSER(name, off_type)                                             \
+  PUBLIC int name (int fd, off_type off, off_type len, int advice)                     \
+  {                                                                                    \
+    if (!RESOLVE (name))                                                               \
+      return ENOSYS;                                                                   \
+    if (active () && fadvise_forwarded (advice) && off >= 0 && len >= 0) {             \
+      int saved = errno;                                                               \
+      forward_fadvise (fd, off, len, advice);                                          \
+      errno = saved;                                                                   \
+    }                                                                                  \
+    return real_##name (fd, off, len, advice);                                         \
   }
-  return real_posix_fadvise (fd, off, len, advice);
-}
 
-PUBLIC int
-posix_fadvise64 (int fd, off64_t off, off64_t len, int advice)
-{
-  if (!RESOLVE (posix_fadvise64))
-    return ENOSYS;
-  if (active () && fadvise_forwarded (advice) && off >= 0 && len >= 0) {
-    int saved = errno;
-    forward_fadvise (fd, off, len, advice);
-    errno = saved;
-  }
-  return real_posix_fadvise64 (fd, off, len, advice);
-}
+FADVISE_INTERPOSER (posix_fadvise, off_t)
+FADVISE_INTERPOSER (posix_fadvise64, off64_t)
 
 /* After a successful fcntl: F_SET_RW_HINT, dups and O_APPEND changes. */
 static void
@@ -347,33 +252,24 @@ after_fcntl (int fd, int cmd, void *arg, int ret)
   errno = saved;
 }
 
-PUBLIC int
-fcntl (int fd, int cmd, ...)
-{
-  va_list ap;
-  va_start (ap, cmd);
-  void *arg = va_arg (ap, void *);
-  va_end (ap);
-  if (!RESOLVE (fcntl))
-    FAIL_NOSYS (-1);
-  int r = real_fcntl (fd, cmd, arg);
-  after_fcntl (fd, cmd, arg, r);
-  return r;
-}
+/* fcntl and fcntl64: every command takes at most one argument, passed on
+ * as a pointer-sized word. */
+#define FCNTL_INTERPOSER(name)                                                         \
+  PUBLIC int name (int fd, int cmd, ...)                                               \
+  {                                                                                    \
+    va_list ap;                                                                        \
+    va_start (ap, cmd);                                                                \
+    void *arg = va_arg (ap, void *);                                                   \
+    va_end (ap);                                                                       \
+    if (!RESOLVE (name))                                                               \
+      FAIL_NOSYS (-1);                                                                 \
+    int r = real_##name (fd, cmd, arg);                                                \
+    after_fcntl (fd, cmd, arg, r);                                                     \
+    return r;                                                                          \
+  }
 
-PUBLIC int
-fcntl64 (int fd, int cmd, ...)
-{
-  va_list ap;
-  va_start (ap, cmd);
-  void *arg = va_arg (ap, void *);
-  va_end (ap);
-  if (!RESOLVE (fcntl64))
-    FAIL_NOSYS (-1);
-  int r = real_fcntl64 (fd, cmd, arg);
-  after_fcntl (fd, cmd, arg, r);
-  return r;
-}
+FCNTL_INTERPOSER (fcntl)
+FCNTL_INTERPOSER (fcntl64)
 
 PUBLIC int
 close (int fd)
@@ -461,35 +357,24 @@ before_dup2 (int oldfd, int newfd)
   errno = saved;
 }
 
-PUBLIC int
-dup2 (int oldfd, int newfd)
-{
-  if (!RESOLVE (dup2))
-    FAIL_NOSYS (-1);
-  before_dup2 (oldfd, newfd);
-  int r = real_dup2 (oldfd, newfd);
-  if (r >= 0 && fd_bookkeeping ()) {
-    int saved = errno;
-    dup_binding (oldfd, r);
-    errno = saved;
+/* dup2 and dup3: newfd is closed first, then bound like oldfd. */
+#define DUP2_INTERPOSER(name, params, args)                                            \
+  PUBLIC int name params                                                               \
+  {                                                                                    \
+    if (!RESOLVE (name))                                                               \
+      FAIL_NOSYS (-1);                                                                 \
+    before_dup2 (oldfd, newfd);                                                        \
+    int r = real_##name args;                                                          \
+    if (r >= 0 && fd_bookkeeping ()) {                                                 \
+      int saved = errno;                                                               \
+      dup_binding (oldfd, r);                                                          \
+      errno = saved;                                                                   \
+    }                                                                                  \
+    return r;                                                                          \
   }
-  return r;
-}
 
-PUBLIC int
-dup3 (int oldfd, int newfd, int flags)
-{
-  if (!RESOLVE (dup3))
-    FAIL_NOSYS (-1);
-  before_dup2 (oldfd, newfd);
-  int r = real_dup3 (oldfd, newfd, flags);
-  if (r >= 0 && fd_bookkeeping ()) {
-    int saved = errno;
-    dup_binding (oldfd, r);
-    errno = saved;
-  }
-  return r;
-}
+DUP2_INTERPOSER (dup2, (int oldfd, int newfd), (oldfd, newfd))
+DUP2_INTERPOSER (dup3, (int oldfd, int newfd, int flags), (oldfd, newfd, flags))
 
 /* The program's own fallocate: keep-size preallocation is its business
  * (never punch that file); punching or shifting makes the hinted range
@@ -512,23 +397,17 @@ before_fallocate (int fd, int mode)
   errno = saved;
 }
 
-PUBLIC int
-fallocate (int fd, int mode, off_t off, off_t len)
-{
-  if (!RESOLVE (fallocate))
-    FAIL_NOSYS (-1);
-  before_fallocate (fd, mode);
-  return real_fallocate (fd, mode, off, len);
-}
+#define FALLOCATE_INTERPOSER(name, off_type)                                           \
+  PUBLIC int name (int fd, int mode, off_type off, off_type len)                       \
+  {                                                                                    \
+    if (!RESOLVE (name))                                                               \
+      FAIL_NOSYS (-1);                                                                 \
+    before_fallocate (fd, mode);                                                       \
+    return real_##name (fd, mode, off, len);                                           \
+  }
 
-PUBLIC int
-fallocate64 (int fd, int mode, off64_t off, off64_t len)
-{
-  if (!RESOLVE (fallocate64))
-    FAIL_NOSYS (-1);
-  before_fallocate (fd, mode);
-  return real_fallocate64 (fd, mode, off, len);
-}
+FALLOCATE_INTERPOSER (fallocate, off_t)
+FALLOCATE_INTERPOSER (fallocate64, off64_t)
 
 /* Before ftruncate: growing turns our preallocation past the end of file
  * into part of the file, so give it back first; shrinking frees blocks we
@@ -565,20 +444,14 @@ before_ftruncate (int fd, int64_t length)
   errno = saved;
 }
 
-PUBLIC int
-ftruncate (int fd, off_t length)
-{
-  if (!RESOLVE (ftruncate))
-    FAIL_NOSYS (-1);
-  before_ftruncate (fd, length);
-  return real_ftruncate (fd, length);
-}
+#define FTRUNCATE_INTERPOSER(name, off_type)                                           \
+  PUBLIC int name (int fd, off_type length)                                            \
+  {                                                                                    \
+    if (!RESOLVE (name))                                                               \
+      FAIL_NOSYS (-1);                                                                 \
+    before_ftruncate (fd, length);                                                     \
+    return real_##name (fd, length);                                                   \
+  }
 
-PUBLIC int
-ftruncate64 (int fd, off64_t length)
-{
-  if (!RESOLVE (ftruncate64))
-    FAIL_NOSYS (-1);
-  before_ftruncate (fd, length);
-  return real_ftruncate64 (fd, length);
-}
+FTRUNCATE_INTERPOSER (ftruncate, off_t)
+FTRUNCATE_INTERPOSER (ftruncate64, off64_t)
