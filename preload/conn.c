@@ -55,7 +55,7 @@ sock_failed (const char *fmt, ...)
   va_list ap;
 
   sock_forget (true);
-  retry_at = clock_ns (CLOCK_MONOTONIC) + retry_ns;
+  retry_at = hc_clock_ns (CLOCK_MONOTONIC) + retry_ns;
   retry_ns = min64 (2 * retry_ns, RETRY_MAX_NS);
   va_start (ap, fmt);
   vsnprintf (why, sizeof why, fmt, ap);
@@ -84,7 +84,7 @@ sock_ready (void)
       return true;
     sock_forget (false);
   }
-  if (clock_ns (CLOCK_MONOTONIC) < retry_at)
+  if (hc_clock_ns (CLOCK_MONOTONIC) < retry_at)
     return false;
   if (!RESOLVE (fcntl) || !RESOLVE (close))
     return false;

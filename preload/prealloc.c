@@ -274,7 +274,7 @@ before_write (int fd, int64_t off, uint64_t len, bool append)
     uint64_t end = off >= 0 ? (uint64_t) off + len : 0;
     if (empty_hint (h) || g->no_prealloc) {
       /* the long way decides */
-    } else if (sock_fd < 0 && g->pre_hi <= g->pre_lo && clock_ns (CLOCK_MONOTONIC) < retry_at) {
+    } else if (sock_fd < 0 && g->pre_hi <= g->pre_lo && hc_clock_ns (CLOCK_MONOTONIC) < retry_at) {
       /* The socket is down and nothing of ours is in the file to mind:
        * nothing to place or send. */
       stats.dropped++;

@@ -39,6 +39,7 @@
 
 #include "hintcache/codec.h"
 #include "hintcache/hint.h"
+#include "util.h"
 
 #pragma GCC visibility push(hidden)
 
@@ -171,14 +172,6 @@ extern TLS uint8_t ioprio_adv;
  * Small helpers
  */
 static inline uint64_t
-clock_ns (clockid_t id)
-{
-  struct timespec ts;
-  clock_gettime (id, &ts);
-  return (uint64_t) ts.tv_sec * 1000000000ull + (uint64_t) ts.tv_nsec;
-}
-
-static inline uint64_t
 min64 (uint64_t a, uint64_t b)
 {
   return a < b ? a : b;
@@ -239,7 +232,7 @@ struct hc_hint effective_hint (const struct file *f, struct hc_hint io);
 static inline unsigned
 ioprio_advice (void)
 {
-  uint64_t now = clock_ns (CLOCK_MONOTONIC_COARSE);
+  uint64_t now = hc_clock_ns (CLOCK_MONOTONIC_COARSE);
 
   if (ioprio_at == 0 || now - ioprio_at >= IOPRIO_RECHECK_NS)
     return ioprio_reread (now);

@@ -44,58 +44,12 @@ static const char *const layer_names[HC_LAYER_COUNT] = {
   [HC_LAYER_PROCESS] = "process", [HC_LAYER_DEVICE] = "device",
 };
 
-const char *
-hc_class_name (unsigned cls)
-{
-  return cls < HC_CLASS_COUNT ? class_names[cls] : NULL;
-}
-
-int
-hc_class_parse (const char *name, enum hc_class *cls)
-{
-  int i = hc_name_find (class_names, HC_CLASS_COUNT, name);
-
-  if (i < 0)
-    return i;
-  *cls = (enum hc_class) i;
-  return 0;
-}
-
-const char *
-hc_advice_name (unsigned advice)
-{
-  return advice < HC_ADVICE_LIMIT ? advice_names[advice] : NULL;
-}
-
-int
-hc_advice_parse (const char *name, enum hc_advice *advice)
-{
-  int i = hc_name_find (advice_names, HC_ADVICE_LIMIT, name);
-
-  if (i < 0)
-    return i;
-  *advice = (enum hc_advice) i;
-  return 0;
-}
+HC_DEFINE_NAMES (hc_class, enum hc_class, class_names, HC_CLASS_COUNT)
+HC_DEFINE_NAMES (hc_advice, enum hc_advice, advice_names, HC_ADVICE_LIMIT)
 
 static const char *const source_names[HC_SOURCE_COUNT] = { "admin", "hintd", "advise", "preload" };
 
-const char *
-hc_source_name (unsigned source)
-{
-  return source < HC_SOURCE_COUNT ? source_names[source] : NULL;
-}
-
-int
-hc_source_parse (const char *name, enum hc_hint_source *source)
-{
-  int i = hc_name_find (source_names, HC_SOURCE_COUNT, name);
-
-  if (i < 0)
-    return i;
-  *source = (enum hc_hint_source) i;
-  return 0;
-}
+HC_DEFINE_NAMES (hc_source, enum hc_hint_source, source_names, HC_SOURCE_COUNT)
 
 const char *
 hc_flag_name (unsigned flag)

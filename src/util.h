@@ -11,6 +11,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "hintcache/classes.h" /* struct hc_parse_error */
 
@@ -37,6 +38,15 @@ int hc_sb_result (const struct hc_sb *sb);
  * octal): no sign, no blanks, no trailing text.  Returns 0 or -EINVAL (also
  * on overflow). */
 int hc_parse_number (const char *s, unsigned long long *out);
+
+/* Nanoseconds of clock `id` (CLOCK_MONOTONIC for deadlines and rates). */
+static inline uint64_t
+hc_clock_ns (clockid_t id)
+{
+  struct timespec ts;
+  clock_gettime (id, &ts);
+  return (uint64_t) ts.tv_sec * 1000000000u + (uint64_t) ts.tv_nsec;
+}
 
 /* Parses a size, the one grammar of every size and offset the tools, the
  * control protocol and the preload library read: a number as
@@ -71,6 +81,24 @@ hc_why (char *why, size_t *whylen, char *scratch, size_t scratchlen)
 /* The index of `name` in names[n] (NULL entries never match), or -EINVAL
  * (also for a NULL name). */
 int hc_name_find (const char *const *names, unsigned n, const char *name);
+
+/* Defines a registry's two public functions over its table names[count]:
+ * `const char *PREFIX_name (unsigned v)`, the name of v or NULL if out of
+ * range, and `int PREFIX_parse (const char *name, TYPE *out)`, which stores
+ * the index of name (0) or returns -EINVAL.  Each is declared and
+ * documented in the registry's public header. */
+#define HC_DEFINE_NAMES(prefix, type, names, count)                                       \
+  const char *prefix##_name (unsigned v)                                                 \
+  {                                                                                      \
+    return v < (count) ? (names)[v] : NULL;                                              \
+  }                                                                                      \
+  int prefix##_parse (const char *name, type *out)                                       \
+  {                                                                                      \
+    int i = hc_name_find ((names), (count), name);                                       \
+    if (i >= 0)                                                                          \
+      *out = (type) i;                                                                   \
+    return i < 0 ? i : 0;                                                                \
+  }
 
 /* Copies the next word of *p — a run of characters not in `seps`, skipping
  * separators before it — into word[cap] and moves *p past it.  Returns 1,

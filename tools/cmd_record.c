@@ -78,14 +78,6 @@ on_signal (int sig)
   interrupted = 1;
 }
 
-static uint64_t
-mono_ns (void)
-{
-  struct timespec ts;
-  clock_gettime (CLOCK_MONOTONIC, &ts);
-  return (uint64_t) ts.tv_sec * 1000000000u + (uint64_t) ts.tv_nsec;
-}
-
 /* ---- The memory cgroup. ---- */
 
 /* Creates a memory cgroup limited to `bytes` (v2 at /sys/fs/cgroup, or v1's
@@ -167,22 +159,23 @@ print_tally (const char *what, struct tally *t, size_t n, uint64_t total, size_t
 
 /* ---- The command. ---- */
 
+static const struct option record_opts[] = {
+  { "help", no_argument, NULL, 'h' },
+  { "device", required_argument, NULL, 'd' },
+  { "mount", required_argument, NULL, 'm' },
+  { "rules", required_argument, NULL, 'r' },
+  { "show-rules", no_argument, NULL, 'S' },
+  { "memory-limit", required_argument, NULL, 'M' },
+  { "snapshot-interval", required_argument, NULL, 'i' },
+  { "duration", required_argument, NULL, 't' },
+  { "buffer-size", required_argument, NULL, 'b' },
+  { "output", required_argument, NULL, 'o' },
+  { NULL, 0, NULL, 0 },
+};
+
 int
 cmd_trace_record (int argc, char **argv)
 {
-  static const struct option opts[] = {
-    { "help", no_argument, NULL, 'h' },
-    { "device", required_argument, NULL, 'd' },
-    { "mount", required_argument, NULL, 'm' },
-    { "rules", required_argument, NULL, 'r' },
-    { "show-rules", no_argument, NULL, 'S' },
-    { "memory-limit", required_argument, NULL, 'M' },
-    { "snapshot-interval", required_argument, NULL, 'i' },
-    { "duration", required_argument, NULL, 't' },
-    { "buffer-size", required_argument, NULL, 'b' },
-    { "output", required_argument, NULL, 'o' },
-    { NULL, 0, NULL, 0 },
-  };
   const char *cmd = "trace record", *device = NULL, *mount = NULL, *out = NULL, *rules = NULL;
   uint64_t memlimit = 0, buffer = 0;
   double interval = 10, duration = 0;
@@ -190,7 +183,7 @@ cmd_trace_record (int argc, char **argv)
   int ch;
 
   optind = 1;
-  while ((ch = getopt_long (argc, argv, "+ho:", opts, NULL)) != -1) {
+  while ((ch = getopt_long (argc, argv, "+ho:", record_opts, NULL)) != -1) {
     char *end;
     switch (ch) {
     case 'h': fputs (record_usage, stdout); return 0;
@@ -261,7 +254,7 @@ cmd_trace_record (int argc, char **argv)
       rmdir (cg);
     return cli_fail (cmd, "%s", why);
   }
-  uint64_t t0 = mono_ns (), next_snap = t0 + (uint64_t) (interval * 1e9);
+  uint64_t t0 = hc_clock_ns (CLOCK_MONOTONIC), next_snap = t0 + (uint64_t) (interval * 1e9);
   struct sigaction sa = { .sa_handler = on_signal };
   sigaction (SIGINT, &sa, NULL);
   sigaction (SIGTERM, &sa, NULL);
@@ -298,7 +291,7 @@ cmd_trace_record (int argc, char **argv)
       child = -1;
       break;
     }
-    uint64_t now = mono_ns ();
+    uint64_t now = hc_clock_ns (CLOCK_MONOTONIC);
     if (interrupted || (duration > 0 && now - t0 >= (uint64_t) (duration * 1e9))) {
       if (child > 0) {
         kill (child, SIGTERM);
@@ -370,7 +363,7 @@ cmd_trace_record (int argc, char **argv)
 
   printf ("recorded %s for %.1f s: %zu requests (R %" PRIu64 ", W %" PRIu64 ", D %" PRIu64
           ", F %" PRIu64 "), %.1f MiB read, %.1f MiB written; footprint %zu blocks of 4 KiB "
-          "(%.2f GiB); %zu snapshots", device, (mono_ns () - t0) / 1e9, n, ops[0], ops[1],
+          "(%.2f GiB); %zu snapshots", device, (hc_clock_ns (CLOCK_MONOTONIC) - t0) / 1e9, n, ops[0], ops[1],
           ops[2], ops[3], bytes[0] / 1048576.0, bytes[1] / 1048576.0, (size_t) fp.n,
           fp.n * 4096.0 / (1u << 30), snaps);
   if (dbs)

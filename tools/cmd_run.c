@@ -117,19 +117,23 @@ append (char *buf, size_t len, const char *item)
   return n < 0 || (size_t) n >= len - used ? -ENAMETOOLONG : 0;
 }
 
+/* Long options only, but -h. */
+enum { OPT_CLASS = 256, OPT_ADVICE, OPT_SOCKET, OPT_MOUNT, OPT_QUIET, OPT_STATS };
+
+static const struct option run_opts[] = {
+  { "help", no_argument, NULL, 'h' },
+  { "class", required_argument, NULL, OPT_CLASS },
+  { "advice", required_argument, NULL, OPT_ADVICE },
+  { "socket", required_argument, NULL, OPT_SOCKET },
+  { "mount", required_argument, NULL, OPT_MOUNT },
+  { "quiet", no_argument, NULL, OPT_QUIET },
+  { "stats", required_argument, NULL, OPT_STATS },
+  { NULL, 0, NULL, 0 },
+};
+
 int
 cmd_run (int argc, char **argv)
 {
-  static const struct option opts[] = {
-    { "help", no_argument, NULL, 'h' },
-    { "class", required_argument, NULL, 'c' },
-    { "advice", required_argument, NULL, 'a' },
-    { "socket", required_argument, NULL, 's' },
-    { "mount", required_argument, NULL, 'm' },
-    { "quiet", no_argument, NULL, 'q' },
-    { "stats", required_argument, NULL, 'S' },
-    { NULL, 0, NULL, 0 },
-  };
   const char *cls = NULL, *adv = NULL, *sock = NULL, *stats = NULL;
   static char mounts[8192], preload[PATH_MAX + 8192], lib[PATH_MAX];
   bool quiet = false;
@@ -137,10 +141,10 @@ cmd_run (int argc, char **argv)
 
   mounts[0] = '\0';
   /* '+': stop at the first operand, so COMMAND's own options stay its own. */
-  while ((ch = getopt_long (argc, argv, "+h", opts, NULL)) != -1) {
+  while ((ch = getopt_long (argc, argv, "+h", run_opts, NULL)) != -1) {
     switch (ch) {
     case 'h': fputs (usage, stdout); return 0;
-    case 'c': {
+    case OPT_CLASS: {
       enum hc_class c;
       if (hc_class_parse (optarg, &c) < 0)
         return cli_usage (cmd, "--class: '%s' is not a class (see 'hintcache hint classes')",
@@ -148,7 +152,7 @@ cmd_run (int argc, char **argv)
       cls = optarg;
       break;
     }
-    case 'a': {
+    case OPT_ADVICE: {
       enum hc_advice a;
       if (hc_advice_parse (optarg, &a) < 0)
         return cli_usage (cmd, "--advice: '%s' is not an advice (dontneed, willneed, evict, "
@@ -156,8 +160,8 @@ cmd_run (int argc, char **argv)
       adv = optarg;
       break;
     }
-    case 's': sock = optarg; break;
-    case 'm': {
+    case OPT_SOCKET: sock = optarg; break;
+    case OPT_MOUNT: {
       char dir[PATH_MAX];
       struct stat st;
       snprintf (dir, sizeof dir, "%s", optarg);
@@ -179,8 +183,8 @@ cmd_run (int argc, char **argv)
         return cli_usage (cmd, "--mount: too many directories");
       break;
     }
-    case 'q': quiet = true; break;
-    case 'S': stats = optarg; break;
+    case OPT_QUIET: quiet = true; break;
+    case OPT_STATS: stats = optarg; break;
     default: return cli_usage (cmd, "bad option; see 'hintcache %s --help'", cmd);
     }
   }

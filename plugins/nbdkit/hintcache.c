@@ -93,14 +93,6 @@ struct handle {
   uint32_t id;        /* its number, from 1 */
 };
 
-static uint64_t
-now_ns (void)
-{
-  struct timespec ts;
-  clock_gettime (CLOCK_MONOTONIC, &ts);
-  return (uint64_t) ts.tv_sec * 1000000000u + (uint64_t) ts.tv_nsec;
-}
-
 /* Appends a request to the trace (if one is kept); a failure to write it
  * is logged once and ends the trace, never the request. */
 static void
@@ -120,7 +112,7 @@ trace_req (const struct handle *h, unsigned op, uint64_t offset, uint64_t length
                                                                       : HC_LABEL_UNKNOWN };
   pthread_mutex_lock (&trace_lock);
   if (tracer) {
-    r.ts_ns = now_ns () - trace_t0;
+    r.ts_ns = hc_clock_ns (CLOCK_MONOTONIC) - trace_t0;
     int rc = hc_trace_write_strings (tracer, &r, "nbd", h->export);
     if (rc < 0) {
       nbdkit_error ("trace=%s: %s: no more requests are recorded", cfg.trace, strerror (-rc));
@@ -377,7 +369,7 @@ hc_after_fork (void)
     nbdkit_error ("trace=%s: %s", cfg.trace, why);
     return -1;
   }
-  trace_t0 = now_ns ();
+  trace_t0 = hc_clock_ns (CLOCK_MONOTONIC);
   return 0;
 }
 

@@ -35,6 +35,7 @@
 #include <unistd.h>
 
 #include "hintcache/control.h"
+#include "util.h"
 #include "control/control_priv.h"
 
 #define GREETING_TIMEOUT_MS 10000 /* hc_control_connect: the server speaks by then */
@@ -54,19 +55,11 @@ struct hc_control_client {
   char mem[];   /* buf and line */
 };
 
-static uint64_t
-now_ns (void)
-{
-  struct timespec ts;
-  clock_gettime (CLOCK_MONOTONIC, &ts);
-  return (uint64_t) ts.tv_sec * 1000000000ull + (uint64_t) ts.tv_nsec;
-}
-
 /* The deadline timeout_ms from now (NO_DEADLINE for a negative one). */
 static uint64_t
 deadline_in (int timeout_ms)
 {
-  return timeout_ms < 0 ? NO_DEADLINE : now_ns () + (uint64_t) timeout_ms * MS;
+  return timeout_ms < 0 ? NO_DEADLINE : hc_clock_ns (CLOCK_MONOTONIC) + (uint64_t) timeout_ms * MS;
 }
 
 /* Waits until fd is ready for `events` or the deadline passes.  Returns 1,
@@ -77,7 +70,7 @@ wait_fd (int fd, short events, uint64_t deadline)
   for (;;) {
     int ms = -1;
     if (deadline != NO_DEADLINE) {
-      uint64_t now = now_ns ();
+      uint64_t now = hc_clock_ns (CLOCK_MONOTONIC);
       if (now >= deadline)
         return 0;
       uint64_t left = (deadline - now + MS - 1) / MS;

@@ -101,22 +101,7 @@ static const char *const strategy_names[HC_STRATEGY_COUNT] = {
   "none", "process", "file", "io", "oracle",
 };
 
-const char *
-hc_strategy_name (unsigned s)
-{
-  return s < HC_STRATEGY_COUNT ? strategy_names[s] : NULL;
-}
-
-int
-hc_strategy_parse (const char *name, enum hc_strategy *s)
-{
-  int i = hc_name_find (strategy_names, HC_STRATEGY_COUNT, name);
-
-  if (i < 0)
-    return i;
-  *s = (enum hc_strategy) i;
-  return 0;
-}
+HC_DEFINE_NAMES (hc_strategy, enum hc_strategy, strategy_names, HC_STRATEGY_COUNT)
 
 /* The defaults: what each granularity can say about the development
  * traces' world (ext4, a database, backups at idle priority).  A label or

@@ -167,26 +167,47 @@ wait_cmd (struct nbd_tier *n, struct conn *c, int64_t cookie)
   }
 }
 
+enum op { OP_READ, OP_WRITE, OP_ZERO };
+
+/* Carries out a read, write or zeroing of [off, off + len) on the next
+ * connection, in pieces of at most max_io (MAX_ZERO for zeroing), each
+ * with the NBD flags `cmd`; then, if `flush`, a flush.  p is the read's
+ * buffer or the write's data (which nothing here writes to), NULL for
+ * zeroing. */
+static int
+in_pieces (struct nbd_tier *n, enum op op, unsigned char *p, uint64_t len, uint64_t off,
+           uint32_t cmd, bool flush)
+{
+  uint64_t max = op == OP_ZERO ? MAX_ZERO : n->max_io;
+  int rc = 0;
+
+  if (op != OP_READ && n->readonly)
+    return -EROFS;
+  struct conn *c = take (n);
+  if (!c)
+    return -ETIMEDOUT;
+  while (len && rc == 0) {
+    uint64_t k = len < max ? len : max;
+    int64_t cookie = op == OP_READ    ? nbd_aio_pread (c->h, p, k, off, NBD_NULL_COMPLETION, cmd)
+                     : op == OP_WRITE ? nbd_aio_pwrite (c->h, p, k, off, NBD_NULL_COMPLETION, cmd)
+                                      : nbd_aio_zero (c->h, k, off, NBD_NULL_COMPLETION, cmd);
+    rc = wait_cmd (n, c, cookie);
+    if (p)
+      p += k;
+    off += k;
+    len -= k;
+  }
+  if (rc == 0 && flush)
+    rc = wait_cmd (n, c, nbd_aio_flush (c->h, NBD_NULL_COMPLETION, 0));
+  pthread_mutex_unlock (&c->mu);
+  return rc;
+}
+
 /* Reads, split at max_io. */
 static int
 remote_read (hc_tier *t, void *buf, size_t len, uint64_t off)
 {
-  struct nbd_tier *n = (struct nbd_tier *) t;
-  struct conn *c = take (n);
-  unsigned char *p = buf;
-  int rc = 0;
-
-  if (!c)
-    return -ETIMEDOUT;
-  while (len && rc == 0) {
-    size_t k = len < n->max_io ? len : n->max_io;
-    rc = wait_cmd (n, c, nbd_aio_pread (c->h, p, k, off, NBD_NULL_COMPLETION, 0));
-    p += k;
-    off += k;
-    len -= k;
-  }
-  pthread_mutex_unlock (&c->mu);
-  return rc;
+  return in_pieces ((struct nbd_tier *) t, OP_READ, buf, len, off, 0, false);
 }
 
 /* Writes, split at max_io; with HC_TIER_FUA every piece carries NBD's FUA
@@ -195,27 +216,10 @@ static int
 remote_write (hc_tier *t, const void *buf, size_t len, uint64_t off, unsigned flags)
 {
   struct nbd_tier *n = (struct nbd_tier *) t;
-  const unsigned char *p = buf;
   bool fua = flags & HC_TIER_FUA;
-  uint32_t cmd = fua && n->can_fua ? LIBNBD_CMD_FLAG_FUA : 0;
-  int rc = 0;
 
-  if (n->readonly)
-    return -EROFS;
-  struct conn *c = take (n);
-  if (!c)
-    return -ETIMEDOUT;
-  while (len && rc == 0) {
-    size_t k = len < n->max_io ? len : n->max_io;
-    rc = wait_cmd (n, c, nbd_aio_pwrite (c->h, p, k, off, NBD_NULL_COMPLETION, cmd));
-    p += k;
-    off += k;
-    len -= k;
-  }
-  if (rc == 0 && fua && !n->can_fua && n->can_flush)
-    rc = wait_cmd (n, c, nbd_aio_flush (c->h, NBD_NULL_COMPLETION, 0));
-  pthread_mutex_unlock (&c->mu);
-  return rc;
+  return in_pieces (n, OP_WRITE, (unsigned char *) buf, len, off,
+                    fua && n->can_fua ? LIBNBD_CMD_FLAG_FUA : 0, fua && !n->can_fua && n->can_flush);
 }
 
 /* Flushes every connection; returns the first error after trying all.
@@ -245,22 +249,7 @@ remote_flush (hc_tier *t)
 static int
 remote_zero (hc_tier *t, uint64_t off, uint64_t len)
 {
-  struct nbd_tier *n = (struct nbd_tier *) t;
-  int rc = 0;
-
-  if (n->readonly)
-    return -EROFS;
-  struct conn *c = take (n);
-  if (!c)
-    return -ETIMEDOUT;
-  while (len && rc == 0) {
-    uint64_t k = len < MAX_ZERO ? len : MAX_ZERO;
-    rc = wait_cmd (n, c, nbd_aio_zero (c->h, k, off, NBD_NULL_COMPLETION, 0));
-    off += k;
-    len -= k;
-  }
-  pthread_mutex_unlock (&c->mu);
-  return rc;
+  return in_pieces ((struct nbd_tier *) t, OP_ZERO, NULL, len, off, 0, false);
 }
 
 /* Closes every connection and frees the tier.  An abandoned one is closed

@@ -88,24 +88,8 @@ hc_trace_format_parse (const char *name, enum hc_trace_format *format)
   return -EINVAL;
 }
 
-/* The name of a label ("" for none), NULL if out of range. */
-const char *
-hc_trace_label_name (unsigned label)
-{
-  return label < HC_LABEL_COUNT ? label_names[label] : NULL;
-}
-
-/* Looks a label up by name ("" is none). */
-int
-hc_trace_label_parse (const char *name, enum hc_trace_label *label)
-{
-  int i = hc_name_find (label_names, HC_LABEL_COUNT, name);
-
-  if (i < 0)
-    return i;
-  *label = (enum hc_trace_label) i;
-  return 0;
-}
+/* Labels by name ("" for none). */
+HC_DEFINE_NAMES (hc_trace_label, enum hc_trace_label, label_names, HC_LABEL_COUNT)
 
 /* The letter of an op, NULL if out of range. */
 const char *
