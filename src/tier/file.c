@@ -53,42 +53,6 @@ struct file_tier {
   bool direct; /* opened with O_DIRECT: buffers must be aligned */
 };
 
-/* Reads (or, with `write`, writes) exactly len bytes at off. */
-static int
-transfer (int fd, void *buf, size_t len, uint64_t off, bool write)
-{
-  unsigned char *p = buf;
-
-  while (len) {
-    ssize_t n = write ? pwrite (fd, p, len, (off_t) off) : pread (fd, p, len, (off_t) off);
-    if (n < 0) {
-      if (errno == EINTR)
-        continue;
-      return -errno;
-    }
-    /* End of file inside the tier (the file shrank since it was opened),
-     * or a write that makes no progress (it would loop forever). */
-    if (n == 0)
-      return -EIO;
-    p += n;
-    off += (uint64_t) n;
-    len -= (size_t) n;
-  }
-  return 0;
-}
-
-static inline int
-read_all (int fd, void *buf, size_t len, uint64_t off)
-{
-  return transfer (fd, buf, len, off, false);
-}
-
-static inline int
-write_all (int fd, const void *buf, size_t len, uint64_t off)
-{
-  return transfer (fd, (void *) buf, len, off, true);
-}
-
 /* fdatasync, retried if a signal interrupts it. */
 static int
 sync_data (int fd)
@@ -106,6 +70,57 @@ static bool
 unsupported (int rc)
 {
   return rc == -EOPNOTSUPP || rc == -ENOSYS || rc == -ENODEV;
+}
+
+enum how { READ, WRITE, WRITE_DSYNC };
+
+/* Reads or writes exactly len bytes at off.  WRITE_DSYNC writes so that
+ * the data is on stable media when it returns: RWF_DSYNC where the kernel
+ * and filesystem take it, else write + fdatasync. */
+static int
+transfer (int fd, void *buf, size_t len, uint64_t off, enum how how)
+{
+  unsigned char *p = buf;
+
+  while (len) {
+    struct iovec iov = { .iov_base = p, .iov_len = len };
+    ssize_t n = how == READ    ? pread (fd, p, len, (off_t) off)
+                : how == WRITE ? pwrite (fd, p, len, (off_t) off)
+                               : pwritev2 (fd, &iov, 1, (off_t) off, RWF_DSYNC);
+    if (n < 0) {
+      int rc = -errno;
+      if (rc == -EINTR)
+        continue;
+      /* Old kernels reject the flag (EOPNOTSUPP) or the call (ENOSYS);
+       * some filesystems answer EINVAL.  What is already written by a
+       * partial RWF_DSYNC write is durable, so only the rest is redone. */
+      if (how == WRITE_DSYNC && (unsupported (rc) || rc == -EINVAL)) {
+        rc = transfer (fd, p, len, off, WRITE);
+        return rc < 0 ? rc : sync_data (fd);
+      }
+      return rc;
+    }
+    /* End of file inside the tier (the file shrank since it was opened),
+     * or a write that makes no progress (it would loop forever). */
+    if (n == 0)
+      return -EIO;
+    p += n;
+    off += (uint64_t) n;
+    len -= (size_t) n;
+  }
+  return 0;
+}
+
+static inline int
+read_all (int fd, void *buf, size_t len, uint64_t off)
+{
+  return transfer (fd, buf, len, off, READ);
+}
+
+static inline int
+write_all (int fd, const void *buf, size_t len, uint64_t off)
+{
+  return transfer (fd, (void *) buf, len, off, WRITE);
 }
 
 /* fallocate, retried if a signal interrupts it. */
@@ -151,38 +166,6 @@ file_read (hc_tier *t, void *buf, size_t len, uint64_t off)
   return read_all (f->fd, buf, len, off);
 }
 
-/* A write that is on stable media when it returns: RWF_DSYNC where the
- * kernel and filesystem take it, else write + fdatasync. */
-static int
-write_fua (struct file_tier *f, const void *buf, size_t len, uint64_t off)
-{
-  const unsigned char *p = buf;
-
-  while (len) {
-    struct iovec iov = { .iov_base = (void *) p, .iov_len = len };
-    ssize_t n = pwritev2 (f->fd, &iov, 1, (off_t) off, RWF_DSYNC);
-    if (n < 0) {
-      int rc = -errno;
-      if (rc == -EINTR)
-        continue;
-      /* Old kernels reject the flag (EOPNOTSUPP) or the call (ENOSYS);
-       * some filesystems answer EINVAL.  What is already written by a
-       * partial RWF_DSYNC write is durable, so only the rest is redone. */
-      if (unsupported (rc) || rc == -EINVAL) {
-        rc = write_all (f->fd, p, len, off);
-        return rc < 0 ? rc : sync_data (f->fd);
-      }
-      return rc;
-    }
-    if (n == 0)
-      return -EIO;
-    p += n;
-    off += (uint64_t) n;
-    len -= (size_t) n;
-  }
-  return 0;
-}
-
 /* Writes through pwrite, or durably with HC_TIER_FUA. */
 static int
 file_write (hc_tier *t, const void *buf, size_t len, uint64_t off, unsigned flags)
@@ -192,7 +175,7 @@ file_write (hc_tier *t, const void *buf, size_t len, uint64_t off, unsigned flag
   if (f->readonly)
     return -EROFS;
   if (flags & HC_TIER_FUA)
-    return write_fua (f, buf, len, off);
+    return transfer (f->fd, (void *) buf, len, off, WRITE_DSYNC);
   return write_all (f->fd, buf, len, off);
 }
 

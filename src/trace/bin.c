@@ -114,27 +114,37 @@ bin_header (struct hc_trace *t)
   return 0;
 }
 
+/* Makes `need` bytes at the read position readable at *p; fewer is a
+ * truncated trace, and `what` says what is missing.  Returns 0 or a
+ * negative errno. */
+static int
+bin_at (struct hc_trace *t, long need, const char *what, const unsigned char **p)
+{
+  long have = hc_trace_fill (t, need);
+
+  *p = NULL;
+  if (have < 0)
+    return (int) have;
+  if (have < need)
+    return hc_trace_fail (t, -EIO, "truncated bin trace: %s", what);
+  *p = (const unsigned char *) t->buf + t->pos;
+  return 0;
+}
+
 /* Reads a string definition at the current position. */
 static int
 bin_def (struct hc_trace *t)
 {
   const unsigned char *p;
   uint32_t len, id, local;
-  long have = hc_trace_fill (t, DEF);
   int rc;
 
-  if (have < 0)
-    return (int) have;
-  if (have < DEF)
-    return hc_trace_fail (t, -EIO, "truncated bin trace: cut string definition");
-  p = (const unsigned char *) t->buf + t->pos;
+  if ((rc = bin_at (t, DEF, "cut string definition", &p)) < 0)
+    return rc;
   len = hc_get16 (p + 2);
   id = hc_get32 (p + 4);
-  if ((have = hc_trace_fill (t, DEF + len)) < 0)
-    return (int) have;
-  if (have < DEF + len)
-    return hc_trace_fail (t, -EIO, "truncated bin trace: cut string definition");
-  p = (const unsigned char *) t->buf + t->pos;
+  if ((rc = bin_at (t, DEF + len, "cut string definition", &p)) < 0)
+    return rc;
   if (!len || id != t->bin_nmap + 1 || memchr (p + DEF, '\0', len))
     return hc_trace_fail (t, -EIO, "corrupt bin trace: bad string definition %u at record %llu",
                           id, (unsigned long long) t->lineno + 1);
@@ -176,16 +186,13 @@ static int
 bin_totals_record (struct hc_trace *t)
 {
   struct hc_trace_totals o;
-  long have = hc_trace_fill (t, TOTALS + 1);
+  const unsigned char *p;
+  int rc;
 
-  if (have < 0)
-    return (int) have;
-  if (have < TOTALS)
-    return hc_trace_fail (t, -EIO, "truncated bin trace: cut totals record");
-  if (have == TOTALS)
-    return hc_trace_fail (t, -EIO, "truncated bin trace: no end record");
-  if (t->bin_version < 2 || decode_totals ((const unsigned char *) t->buf + t->pos, &o) < 0
-      || t->buf[t->pos + TOTALS] != TAG_END)
+  if ((rc = bin_at (t, TOTALS, "cut totals record", &p)) < 0
+      || (rc = bin_at (t, TOTALS + 1, "no end record", &p)) < 0)
+    return rc;
+  if (t->bin_version < 2 || decode_totals (p, &o) < 0 || p[TOTALS] != TAG_END)
     return hc_trace_fail (t, -EIO, "corrupt bin trace: bad totals record at record %llu",
                           (unsigned long long) t->lineno + 1);
   t->pos += TOTALS;
@@ -214,13 +221,11 @@ static int
 bin_end (struct hc_trace *t)
 {
   const unsigned char *p;
-  long have = hc_trace_fill (t, END);
+  long have;
+  int rc;
 
-  if (have < 0)
-    return (int) have;
-  if (have < END)
-    return hc_trace_fail (t, -EIO, "truncated bin trace: cut end record");
-  p = (const unsigned char *) t->buf + t->pos;
+  if ((rc = bin_at (t, END, "cut end record", &p)) < 0)
+    return rc;
   if (hc_get64 (p + 8) != t->bin_count)
     return hc_trace_fail (t, -EIO,
                           "corrupt bin trace: %llu requests read, the end record says %llu",
