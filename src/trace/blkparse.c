@@ -50,6 +50,7 @@ blk_parse (struct hc_trace *t, char *line, size_t len, struct hc_trace_req *r)
   char *p = line, *dev, *tok, *act, *rwbs;
   uint64_t ts, pid, sector = 0, nsect = 0;
   bool has_range = false;
+  int rc;
 
   (void) len;
   while (*p == ' ' || *p == '\t')
@@ -83,15 +84,9 @@ blk_parse (struct hc_trace *t, char *line, size_t len, struct hc_trace_req *r)
   while (*p == ' ' || *p == '\t')
     p++;
   if (isdigit ((unsigned char) *p)) {
-    if (hc_trace_number (hc_trace_token (&p), UINT64_MAX, &sector) < 0)
-      return hc_trace_bad (t, "bad sector");
-    if (!(tok = hc_trace_token (&p)) || strcmp (tok, "+") != 0)
-      return hc_trace_bad (t, "expected 'sector + count'");
-    if (hc_trace_number (hc_trace_token (&p), UINT32_MAX, &nsect) < 0)
-      return hc_trace_bad (t, "bad sector count");
+    if ((rc = hc_trace_sectors (t, &p, &sector, &nsect)) < 0)
+      return rc;
     has_range = true;
-    while (*p == ' ' || *p == '\t')
-      p++;
   }
   /* blkparse -t adds the time since the bio was queued: "(  1234)". */
   if (*p == '(') {

@@ -139,14 +139,8 @@ ft_parse (struct hc_trace *t, char *line, size_t len, struct hc_trace_req *r)
   if (*p != '(' || !(e = strchr (p, ')')))
     return hc_trace_bad (t, "expected (cmd)");
   p = e + 1;
-  if (hc_trace_number (hc_trace_token (&p), UINT64_MAX, &sector) < 0)
-    return hc_trace_bad (t, "bad sector");
-  if (!(tok = hc_trace_token (&p)) || strcmp (tok, "+") != 0)
-    return hc_trace_bad (t, "expected 'sector + count'");
-  if (hc_trace_number (hc_trace_token (&p), UINT32_MAX, &nsect) < 0)
-    return hc_trace_bad (t, "bad sector count");
-  while (*p == ' ' || *p == '\t')
-    p++;
+  if ((rc = hc_trace_sectors (t, &p, &sector, &nsect)) < 0)
+    return rc;
   if (*p != '[') {
     if (!(tok = hc_trace_token (&p)) || (rc = ioprio (t, tok, r)) < 0)
       return tok ? rc : hc_trace_bad (t, "expected [comm]");

@@ -574,6 +574,23 @@ hc_trace_is_dev (const char *s)
   return hc_trace_digits (s);
 }
 
+/* Parses "SECTOR + COUNT" and the blanks after it. */
+int
+hc_trace_sectors (struct hc_trace *t, char **p, uint64_t *sector, uint64_t *nsect)
+{
+  const char *tok;
+
+  if (hc_trace_number (hc_trace_token (p), UINT64_MAX, sector) < 0)
+    return hc_trace_bad (t, "bad sector");
+  if (!(tok = hc_trace_token (p)) || strcmp (tok, "+") != 0)
+    return hc_trace_bad (t, "expected 'sector + count'");
+  if (hc_trace_number (hc_trace_token (p), UINT32_MAX, nsect) < 0)
+    return hc_trace_bad (t, "bad sector count");
+  while (**p == ' ' || **p == '\t')
+    (*p)++;
+  return 0;
+}
+
 /* Parses a decimal token no larger than max. */
 int
 hc_trace_number (const char *s, uint64_t max, uint64_t *v)

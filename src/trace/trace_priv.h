@@ -273,6 +273,11 @@ bool hc_trace_digits (const char *s);
 bool hc_trace_is_dev (const char *s);
 int hc_trace_number (const char *s, uint64_t max, uint64_t *v);
 
+/* Parses a request's range, "SECTOR + COUNT", at *p and the blanks after
+ * it, as blkparse and the block tracepoints print it.  Returns 0 or
+ * -EINVAL through hc_trace_bad. */
+int hc_trace_sectors (struct hc_trace *t, char **p, uint64_t *sector, uint64_t *nsect);
+
 /* The string table (trace.c), also used by the bin writer. */
 int hc_trace_strtab_intern (struct hc_trace_strtab *s, const char *text, size_t len, uint32_t *id,
                             bool *added);
