@@ -10,59 +10,28 @@
 #include <string.h>
 
 #if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-#define HC_LE16(v) __builtin_bswap16 (v)
-#define HC_LE32(v) __builtin_bswap32 (v)
-#define HC_LE64(v) __builtin_bswap64 (v)
+#define HC_LE(bits, v) __builtin_bswap##bits (v)
 #else
-#define HC_LE16(v) (v)
-#define HC_LE32(v) (v)
-#define HC_LE64(v) (v)
+#define HC_LE(bits, v) (v)
 #endif
 
-static inline uint16_t
-hc_get16 (const uint8_t *p)
-{
-  uint16_t v;
-  memcpy (&v, p, 2);
-  return HC_LE16 (v);
-}
+/* hc_getBITS (p) and hc_putBITS (p, v) for 16, 32 and 64 bits. */
+#define HC_LE_ACCESSORS(bits)                                                            \
+  static inline uint##bits##_t hc_get##bits (const uint8_t *p)                           \
+  {                                                                                      \
+    uint##bits##_t v;                                                                    \
+    memcpy (&v, p, sizeof v);                                                            \
+    return HC_LE (bits, v);                                                              \
+  }                                                                                      \
+  static inline void hc_put##bits (uint8_t *p, uint##bits##_t v)                         \
+  {                                                                                      \
+    v = HC_LE (bits, v);                                                                 \
+    memcpy (p, &v, sizeof v);                                                            \
+  }
 
-static inline uint32_t
-hc_get32 (const uint8_t *p)
-{
-  uint32_t v;
-  memcpy (&v, p, 4);
-  return HC_LE32 (v);
-}
-
-static inline uint64_t
-hc_get64 (const uint8_t *p)
-{
-  uint64_t v;
-  memcpy (&v, p, 8);
-  return HC_LE64 (v);
-}
-
-static inline void
-hc_put16 (uint8_t *p, uint16_t v)
-{
-  v = HC_LE16 (v);
-  memcpy (p, &v, 2);
-}
-
-static inline void
-hc_put32 (uint8_t *p, uint32_t v)
-{
-  v = HC_LE32 (v);
-  memcpy (p, &v, 4);
-}
-
-static inline void
-hc_put64 (uint8_t *p, uint64_t v)
-{
-  v = HC_LE64 (v);
-  memcpy (p, &v, 8);
-}
+HC_LE_ACCESSORS (16)
+HC_LE_ACCESSORS (32)
+HC_LE_ACCESSORS (64)
 
 /* The low `n` bytes of v (n < 8), and back. */
 static inline void

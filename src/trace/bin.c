@@ -53,6 +53,7 @@
  * no longer be told apart.
  */
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -165,18 +166,40 @@ bin_def (struct hc_trace *t)
   return 0;
 }
 
+/* The totals record's 64-bit fields: where each lies in the record and in
+ * struct hc_trace_totals (the block size is the one 32-bit field, at 4). */
+#define T(at, field) { at, offsetof (struct hc_trace_totals, field) }
+static const struct { uint8_t at, field; } totals_u64[] = {
+  T (8, requests),  T (16, reads),           T (24, writes),           T (32, discards),
+  T (40, flushes),  T (48, block_accesses),  T (56, footprint_blocks), T (64, max_end),
+};
+#undef T
+
+static void
+encode_totals (const struct hc_trace_totals *o, unsigned char *p)
+{
+  memset (p, 0, TOTALS);
+  p[0] = TAG_TOTALS;
+  hc_put32 (p + 4, o->block_size);
+  for (size_t i = 0; i < sizeof totals_u64 / sizeof totals_u64[0]; i++) {
+    uint64_t v;
+    memcpy (&v, (const char *) o + totals_u64[i].field, sizeof v);
+    hc_put64 (p + totals_u64[i].at, v);
+  }
+  hc_put64 (p + 72, XXH3_64bits (p, 72));
+}
+
 /* Decodes a totals record; -EIO if its checksum is wrong. */
 static int
 decode_totals (const unsigned char *p, struct hc_trace_totals *o)
 {
   if (p[0] != TAG_TOTALS || hc_get64 (p + 72) != XXH3_64bits (p, 72))
     return -EIO;
-  *o = (struct hc_trace_totals) {
-    .block_size = hc_get32 (p + 4), .requests = hc_get64 (p + 8), .reads = hc_get64 (p + 16),
-    .writes = hc_get64 (p + 24), .discards = hc_get64 (p + 32), .flushes = hc_get64 (p + 40),
-    .block_accesses = hc_get64 (p + 48), .footprint_blocks = hc_get64 (p + 56),
-    .max_end = hc_get64 (p + 64),
-  };
+  *o = (struct hc_trace_totals) { .block_size = hc_get32 (p + 4) };
+  for (size_t i = 0; i < sizeof totals_u64 / sizeof totals_u64[0]; i++) {
+    uint64_t v = hc_get64 (p + totals_u64[i].at);
+    memcpy ((char *) o + totals_u64[i].field, &v, sizeof v);
+  }
   return 0;
 }
 
@@ -476,20 +499,13 @@ bin_write (struct hc_trace_writer *w, const struct hc_trace_req *r, const struct
 static int
 bin_wclose (struct hc_trace_writer *w)
 {
-  unsigned char o[TOTALS] = { TAG_TOTALS }, e[END] = { TAG_END };
-  const struct hc_trace_totals *c = &w->totals;
+  unsigned char o[TOTALS], e[END] = { TAG_END };
+  struct hc_trace_totals c = w->totals;
   int rc;
 
-  hc_put32 (o + 4, w->block_size);
-  hc_put64 (o + 8, c->requests);
-  hc_put64 (o + 16, c->reads);
-  hc_put64 (o + 24, c->writes);
-  hc_put64 (o + 32, c->discards);
-  hc_put64 (o + 40, c->flushes);
-  hc_put64 (o + 48, c->block_accesses);
-  hc_put64 (o + 56, w->footprint.n);
-  hc_put64 (o + 64, c->max_end);
-  hc_put64 (o + 72, XXH3_64bits (o, 72));
+  c.block_size = w->block_size;
+  c.footprint_blocks = w->footprint.n;
+  encode_totals (&c, o);
   hc_put64 (e + 8, w->count);
   if ((rc = hc_trace_wput (w, o, TOTALS)) < 0 || (rc = hc_trace_wput (w, e, END)) < 0)
     return rc;
