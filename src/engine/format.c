@@ -56,25 +56,22 @@ static int
 write_region (hc_tier *fast, uint64_t off, uint64_t count, unsigned csum_off, uint64_t seed,
               void (*fill) (uint64_t i, uint8_t *sector))
 {
-  const uint64_t chunk = hc_meta_chunk_sectors (count, FORMAT_CHUNK);
-  uint8_t *buf = malloc (chunk * HC_FMT_SECTOR);
-  int rc = 0;
+  struct hc_meta_chunks c;
+  int rc;
 
-  if (!buf)
-    return -ENOMEM;
-  for (uint64_t i = 0; i < count && rc == 0;) {
-    uint64_t k = count - i < chunk ? count - i : chunk;
-    for (uint64_t j = 0; j < k; j++) {
-      uint8_t *s = buf + j * HC_FMT_SECTOR;
+  if ((rc = hc_meta_chunks_start (&c, count, FORMAT_CHUNK)) < 0)
+    return rc;
+  while (rc == 0 && hc_meta_chunks_next (&c)) {
+    for (uint64_t j = 0; j < c.k; j++) {
+      uint8_t *s = c.buf + j * HC_FMT_SECTOR;
       memset (s, 0, HC_FMT_SECTOR);
       if (fill)
-        fill (i + j, s);
-      hc_put32 (s + csum_off, hc_meta_csum (s, csum_off, seed, off / HC_FMT_SECTOR + i + j));
+        fill (c.i + j, s);
+      hc_put32 (s + csum_off, hc_meta_csum (s, csum_off, seed, off / HC_FMT_SECTOR + c.i + j));
     }
-    rc = hc_tier_write (fast, buf, k * HC_FMT_SECTOR, off + i * HC_FMT_SECTOR, 0);
-    i += k;
+    rc = hc_tier_write (fast, c.buf, c.k * HC_FMT_SECTOR, off + c.i * HC_FMT_SECTOR, 0);
   }
-  free (buf);
+  free (c.buf);
   return rc;
 }
 

@@ -113,31 +113,29 @@ read_region (hc_volume *v, const char *what, uint64_t off, uint64_t count, unsig
              int (*visit) (hc_volume *v, uint64_t i, const uint8_t *sector, void *arg), void *arg,
              uint8_t *bad, char *why, size_t whylen)
 {
-  const uint64_t chunk = hc_meta_chunk_sectors (count, HC_META_IO_CHUNK);
-  uint8_t *buf = malloc (chunk * HC_FMT_SECTOR);
-  int rc = 0;
+  struct hc_meta_chunks c;
+  int rc;
 
-  if (!buf)
-    return -ENOMEM;
-  for (uint64_t i = 0; i < count && rc == 0;) {
-    uint64_t k = count - i < chunk ? count - i : chunk;
-    rc = hc_tier_read (v->fast, buf, k * HC_FMT_SECTOR, off + i * HC_FMT_SECTOR);
-    if (rc < 0 && bad && k > 1) { /* salvaging: sector by sector, to find the unreadable ones */
-      k = 1;
-      rc = hc_tier_read (v->fast, buf, HC_FMT_SECTOR, off + i * HC_FMT_SECTOR);
+  if ((rc = hc_meta_chunks_start (&c, count, HC_META_IO_CHUNK)) < 0)
+    return rc;
+  while (rc == 0 && hc_meta_chunks_next (&c)) {
+    const uint64_t i = c.i;
+    rc = hc_tier_read (v->fast, c.buf, c.k * HC_FMT_SECTOR, off + i * HC_FMT_SECTOR);
+    if (rc < 0 && bad && c.k > 1) { /* salvaging: sector by sector, to find the unreadable ones */
+      c.k = 1;
+      rc = hc_tier_read (v->fast, c.buf, HC_FMT_SECTOR, off + i * HC_FMT_SECTOR);
     }
     if (rc < 0) {
       if (bad) {
         bad[i / 8] |= 1u << (i % 8);
         rc = 0;
-        i++;
         continue;
       }
       snprintf (why, whylen, "reading the %s: %s", what, strerror (-rc));
       break;
     }
-    for (uint64_t j = 0; j < k && rc == 0; j++) {
-      const uint8_t *s = buf + j * HC_FMT_SECTOR;
+    for (uint64_t j = 0; j < c.k && rc == 0; j++) {
+      const uint8_t *s = c.buf + j * HC_FMT_SECTOR;
       if (hc_get32 (s + csum_off) != hc_meta_csum (s, csum_off, v->seed, off / HC_FMT_SECTOR + i + j)) {
         if (bad)
           bad[(i + j) / 8] |= 1u << ((i + j) % 8);
@@ -150,9 +148,8 @@ read_region (hc_volume *v, const char *what, uint64_t off, uint64_t count, unsig
         rc = visit (v, i + j, s, arg);
       }
     }
-    i += k;
   }
-  free (buf);
+  free (c.buf);
   return rc;
 }
 
@@ -555,28 +552,25 @@ hc_meta_check_other (hc_volume *v)
   const unsigned k = 1 - v->sb.copy;
   const uint64_t table = hc_sb_copy_off (&v->sb, v->sb.table_off, k) / HC_FMT_SECTOR;
   const uint64_t range = hc_sb_copy_off (&v->sb, v->sb.range_off, k) / HC_FMT_SECTOR;
-  const uint64_t chunk = hc_meta_chunk_sectors (v->sb.table_sectors > v->sb.range_sectors
-                                           ? v->sb.table_sectors : v->sb.range_sectors, HC_META_IO_CHUNK);
-  uint8_t *buf = malloc (chunk * HC_FMT_SECTOR);
-
   for (unsigned region = 0; region < 2; region++) {
     const uint64_t lba0 = region ? range : table;
-    const uint64_t count = region ? v->sb.range_sectors : v->sb.table_sectors;
-    for (uint64_t i = 0; i < count;) {
-      uint64_t n = count - i < chunk ? count - i : chunk;
-      bool readable = buf && hc_tier_read (v->fast, buf, n * HC_FMT_SECTOR,
-                                           (lba0 + i) * HC_FMT_SECTOR) == 0;
-      for (uint64_t j = 0; j < n; j++) {
-        if (readable && hc_get32 (buf + j * HC_FMT_SECTOR)
-                            == hc_meta_csum (buf + j * HC_FMT_SECTOR, 0, v->seed, lba0 + i + j))
+    struct hc_meta_chunks c;
+    int rc = hc_meta_chunks_start (&c, region ? v->sb.range_sectors : v->sb.table_sectors,
+                                   HC_META_IO_CHUNK);
+    while (hc_meta_chunks_next (&c)) {
+      const uint64_t i = c.i;
+      bool readable = rc == 0 && hc_tier_read (v->fast, c.buf, c.k * HC_FMT_SECTOR,
+                                               (lba0 + i) * HC_FMT_SECTOR) == 0;
+      for (uint64_t j = 0; j < c.k; j++) {
+        if (readable && hc_get32 (c.buf + j * HC_FMT_SECTOR)
+                            == hc_meta_csum (c.buf + j * HC_FMT_SECTOR, 0, v->seed, lba0 + i + j))
           continue;
         if (region)
           v->ranges_prev = true;
         else
           v->table_prev[(i + j) / 8] |= 1u << ((i + j) % 8);
       }
-      i += n;
     }
+    free (c.buf);
   }
-  free (buf);
 }

@@ -53,8 +53,7 @@ blk_parse (struct hc_trace *t, char *line, size_t len, struct hc_trace_req *r)
   int rc;
 
   (void) len;
-  while (*p == ' ' || *p == '\t')
-    p++;
+  p = hc_trace_blanks (p);
   if (!*p)
     return HC_LINE_EMPTY;
   if (summary_start (p)) {
@@ -81,8 +80,7 @@ blk_parse (struct hc_trace *t, char *line, size_t len, struct hc_trace_req *r)
     return HC_LINE_OTHER;
   if (!(rwbs = hc_trace_token (&p)))
     return hc_trace_bad (t, "no rwbs");
-  while (*p == ' ' || *p == '\t')
-    p++;
+  p = hc_trace_blanks (p);
   if (isdigit ((unsigned char) *p)) {
     if ((rc = hc_trace_sectors (t, &p, &sector, &nsect)) < 0)
       return rc;

@@ -86,8 +86,7 @@ ft_parse (struct hc_trace *t, char *line, size_t len, struct hc_trace_req *r)
   int rc;
 
   (void) len;
-  while (*p == ' ' || *p == '\t')
-    p++;
+  p = hc_trace_blanks (p);
   if (!*p)
     return HC_LINE_EMPTY;
   if (*p == '#')
@@ -129,12 +128,10 @@ ft_parse (struct hc_trace *t, char *line, size_t len, struct hc_trace_req *r)
     return hc_trace_bad (t, "bad device");
   if (!(rwbs = hc_trace_token (&p)))
     return hc_trace_bad (t, "no rwbs");
-  while (*p == ' ' || *p == '\t')
-    p++;
+  p = hc_trace_blanks (p);
   if (*p != '(' && hc_trace_number (hc_trace_token (&p), UINT32_MAX, &bytes) < 0)
     return hc_trace_bad (t, "bad byte count");
-  while (*p == ' ' || *p == '\t')
-    p++;
+  p = hc_trace_blanks (p);
   /* The command bytes of passthrough requests may contain blanks. */
   if (*p != '(' || !(e = strchr (p, ')')))
     return hc_trace_bad (t, "expected (cmd)");

@@ -429,8 +429,7 @@ block_comm (struct hc_trace *t, char *p, uint32_t *id)
 {
   char *e;
 
-  while (*p == ' ' || *p == '\t')
-    p++;
+  p = hc_trace_blanks (p);
   e = p + strlen (p);
   while (e > p && (e[-1] == ' ' || e[-1] == '\t'))
     e--;
@@ -586,8 +585,7 @@ hc_trace_sectors (struct hc_trace *t, char **p, uint64_t *sector, uint64_t *nsec
     return hc_trace_bad (t, "expected 'sector + count'");
   if (hc_trace_number (hc_trace_token (p), UINT32_MAX, nsect) < 0)
     return hc_trace_bad (t, "bad sector count");
-  while (**p == ' ' || **p == '\t')
-    (*p)++;
+  *p = hc_trace_blanks (*p);
   return 0;
 }
 

@@ -262,6 +262,15 @@ int hc_trace_parse_secs (const char *s, uint64_t *ns);
 /* Parses an ioprio class name (none, rt, be, idle).  Returns 0 or -EINVAL. */
 int hc_trace_class_parse (const char *s, uint8_t *cls);
 
+/* p past any blanks (spaces and tabs). */
+static inline char *
+hc_trace_blanks (char *p)
+{
+  while (*p == ' ' || *p == '\t')
+    p++;
+  return p;
+}
+
 /* Splits off the next blank-separated token of *p, NUL-terminating it in
  * place; NULL when none is left. */
 char *hc_trace_token (char **p);
