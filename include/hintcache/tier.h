@@ -29,8 +29,12 @@
  *            sector, as a seeded random generator decides
  *
  * Thread safety: file, nbd and memory tiers may be called from many threads
- * at once (distinct or overlapping ranges; overlapping writes land in some
- * order).  The decorators serialise their own bookkeeping with a mutex.
+ * at once, on distinct or overlapping ranges.  Where two concurrent writes
+ * overlap, what the overlap then holds is unspecified: the bytes of either,
+ * possibly mixed (a memory tier copies with memcpy; a file or an NBD server
+ * promises no atomicity beyond the sector).  A caller that cares orders
+ * them, as the volume does with its stripe locks.  The decorators
+ * serialise their own bookkeeping with a mutex.
  *
  * Functions return 0 or a negative errno; they never print or exit.
  */
