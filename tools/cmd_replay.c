@@ -78,7 +78,7 @@ versus_none (const struct hc_replay_row *rows, size_t n, const struct hc_replay_
     return false;
   const struct hc_replay_row *none = find_row (rows, n, HC_STRATEGY_NONE, r->policy,
                                                r->cache_blocks);
-  const struct hc_replay_row *best = find_row (rows, n, HC_STRATEGY_ORACLE, "belady",
+  const struct hc_replay_row *best = find_row (rows, n, HC_STRATEGY_ORACLE, HC_REPLAY_BELADY,
                                                r->cache_blocks);
   if (!none)
     return false;
@@ -388,9 +388,12 @@ run_replay (const char *cmd, const char *trace, struct replay_args *a, const cha
   int rc, status = 0;
 
   snprintf (sizes_buf, sizeof sizes_buf, "%s", a->sizes ? a->sizes : "5%,10%");
-  snprintf (pol_buf, sizeof pol_buf, "%s", a->policies ? a->policies : "hintaware");
-  snprintf (strat_buf, sizeof strat_buf, "%s",
-            a->strategies ? a->strategies : "none,process,file,io,oracle");
+  /* Defaults: the default policy, every strategy. */
+  snprintf (pol_buf, sizeof pol_buf, "%s", a->policies ? a->policies : hc_policy_name (0));
+  snprintf (strat_buf, sizeof strat_buf, "%s", a->strategies ? a->strategies : "");
+  for (unsigned s = 0; !a->strategies && s < HC_STRATEGY_COUNT; s++)
+    snprintf (strat_buf + strlen (strat_buf), sizeof strat_buf - strlen (strat_buf), "%s%s",
+              s ? "," : "", hc_strategy_name (s));
   cfg.nsizes = split (sizes_buf, sizes, 16);
   cfg.sizes = sizes;
   cfg.npolicies = split (pol_buf, pols, 16);
@@ -511,7 +514,7 @@ static const struct {
   { HC_STRATEGY_NONE, "lru" },        { HC_STRATEGY_NONE, "s3fifo" },
   { HC_STRATEGY_NONE, "hintaware" },  { HC_STRATEGY_PROCESS, "hintaware" },
   { HC_STRATEGY_FILE, "hintaware" },  { HC_STRATEGY_IO, "hintaware" },
-  { HC_STRATEGY_ORACLE, "belady" },
+  { HC_STRATEGY_ORACLE, HC_REPLAY_BELADY },
 };
 #define DEMO_ROWS (sizeof demo_rows / sizeof demo_rows[0])
 
@@ -564,7 +567,7 @@ demo_meaning (const struct hc_replay_row *rows, size_t n, uint64_t size, double 
       best = r;
   }
   proc = find_row (rows, n, HC_STRATEGY_PROCESS, "hintaware", size);
-  oracle = find_row (rows, n, HC_STRATEGY_ORACLE, "belady", size);
+  oracle = find_row (rows, n, HC_STRATEGY_ORACLE, HC_REPLAY_BELADY, size);
   if (!base || !best || !proc || !oracle)
     return;
   double gap = (double) base->read_misses - (double) oracle->read_misses;
@@ -613,8 +616,7 @@ cmd_demo (int argc, char **argv)
     a.html = "report.html";
   if (!a.sizes)
     a.sizes = "2%,5%,10%";
-  a.strategies = "none,process,file,io,oracle";
-  a.policies = "hintaware,lru,s3fifo";
+  a.policies = "hintaware,lru,s3fifo"; /* and every strategy, the default */
   if (a.save)
     path = a.save;
   else if ((fd = mkstemp (tmp)) < 0)
