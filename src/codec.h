@@ -29,6 +29,11 @@ struct hc_profile {
 /* The default profile, used when a caller passes NULL. */
 extern const struct hc_profile hc_profile_default;
 
+/* The name of profile key i ("ata.max_priority"), in the order the keys
+ * are documented, or NULL past the last: the keys hc_profile_set and
+ * hc_profile_get take, for lists of them in messages (hc_names). */
+const char *hc_profile_key_name (unsigned i);
+
 /* Highest ATA priority we tag with: M, or M−1 when tagging M may fail I/O. */
 static inline unsigned
 hc_profile_ata_top (const struct hc_profile *p)

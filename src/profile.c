@@ -43,6 +43,12 @@ find_key (const char *name)
   return NULL;
 }
 
+const char *
+hc_profile_key_name (unsigned i)
+{
+  return i < sizeof keys / sizeof keys[0] ? keys[i].name : NULL;
+}
+
 int
 hc_profile_new (hc_profile **out)
 {

@@ -197,7 +197,7 @@ cmd_advise (int argc, char **argv)
   while ((ch = getopt_long (argc, argv, "h", advise_opts, NULL)) != -1) {
     switch (ch) {
     case 'h':
-      fputs (advise_usage, stdout);
+      cli_help (stdout, advise_usage);
       status = 0;
       goto out;
     case OPT_SOCKET: socket = optarg; break;
@@ -335,16 +335,17 @@ static const char control_usage[] =
 
 /* The usage, then every request as the protocol's table documents it: its
  * usage in a column of 24 (on a line of its own if longer), what it does
- * wrapped at 90 columns. */
+ * (its lists expanded) wrapped at 90 columns. */
 static void
 control_help (void)
 {
   const struct hc_ctl_command_doc *d;
 
-  fputs (control_usage, stdout);
+  cli_help (stdout, control_usage);
   for (unsigned i = 0; (d = hc_ctl_command_doc (i)); i++) {
+    char help[512];
     int col = printf ("  %s", d->usage);
-    const char *p = d->help;
+    const char *p = cli_expand (d->help, help, sizeof help);
     if (col > 25) {
       putchar ('\n');
       col = 0;

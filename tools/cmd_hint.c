@@ -21,7 +21,6 @@
 #include "cli.h"
 #include "commands.h"
 #include "json.h"
-#include "util.h"
 
 /* Options shared by the hint subcommands. */
 struct hint_opts {
@@ -59,18 +58,7 @@ static const char profile_help[] =
 
 static const char hint_syntax[] =
   "HINT is a class, an advice, or both joined by '+', e.g. metadata, willneed,\n"
-  "background+dontneed.  Classes: unclassified, metadata, journal, transaction, data,\n"
-  "paging, streaming, background.  Advice: none, evict, dontneed, normal, willneed.\n";
-
-static void
-codec_names (char *buf, size_t len)
-{
-  buf[0] = '\0';
-  for (unsigned i = 0; i < HC_CODEC_COUNT; i++) {
-    strncat (buf, i ? ", " : "", len - strlen (buf) - 1);
-    strncat (buf, hc_codec_name (hc_codec_get (i)), len - strlen (buf) - 1);
-  }
-}
+  "background+dontneed.  Classes: @CLASSES@.  Advice: @ADVICE@.\n";
 
 static int
 load_ata_log (struct hint_opts *o, const char *path)
@@ -103,7 +91,7 @@ parse_opts (struct hint_opts *o, int argc, char **argv, const char *usage)
   while ((c = getopt_long (argc, argv, "hj", long_opts, NULL)) != -1) {
     switch (c) {
     case 'h':
-      fputs (usage, stdout);
+      cli_help (stdout, usage);
       return 0;
     case 'j':
       o->json = true;
@@ -119,10 +107,11 @@ parse_opts (struct hint_opts *o, int argc, char **argv, const char *usage)
       if (!eq)
         return cli_usage (o->cmd, "--profile: expected KEY=VALUE, got '%s'", optarg);
       *eq = '\0';
-      if (hc_profile_set (o->profile, optarg, eq + 1) < 0)
-        return cli_usage (o->cmd, "--profile: bad key or value '%s=%s' (keys: ata.max_priority, "
-                          "ata.max_priority_behavior, ata.host_hinted, ata.evict, "
-                          "nvme.placements)", optarg, eq + 1);
+      if (hc_profile_set (o->profile, optarg, eq + 1) < 0) {
+        char keys[256];
+        return cli_usage (o->cmd, "--profile: bad key or value '%s=%s' (keys: %s)", optarg,
+                          eq + 1, cli_expand ("@PROFILE_KEYS@", keys, sizeof keys));
+      }
       break;
     }
     case OPT_ATA_LOG:
@@ -154,10 +143,9 @@ find_codec (struct hint_opts *o, const char *name, int *rc)
   const hc_codec *c = hc_codec_find (name);
   char names[160];
 
-  if (!c) {
-    codec_names (names, sizeof names);
-    *rc = cli_usage (o->cmd, "unknown codec '%s' (codecs: %s)", name, names);
-  }
+  if (!c)
+    *rc = cli_usage (o->cmd, "unknown codec '%s' (codecs: %s)", name,
+                     cli_expand ("@CODECS@", names, sizeof names));
   return c;
 }
 
@@ -169,8 +157,8 @@ parse_hint (struct hint_opts *o, const char *text, struct hc_hint *h)
   if (hc_hint_parse (text, h) == 0)
     return 0;
   return cli_usage (o->cmd, "'%s' is not a hint (classes: %s; advice: %s; join with '+')", text,
-                    hc_names (hc_class_name, classes, sizeof classes),
-                    hc_names (hc_advice_name, advice, sizeof advice));
+                    cli_expand ("@CLASSES@", classes, sizeof classes),
+                    cli_expand ("@ADVICE@", advice, sizeof advice));
 }
 
 static const char *
@@ -235,7 +223,7 @@ static const char decode_usage[] =
   "the class's attributes.  VALUE is decimal or 0x-hex; fadvise takes one value per call,\n"
   "comma-separated (2,5).  scsi takes the GROUP NUMBER and, with --descriptor, the 16\n"
   "bytes of the grouping descriptor that group holds (32 hex digits).\n"
-  "Codecs: rfc2014, ioprio, rwh, fadvise, nfs42, nvme, ata, scsi.\n"
+  "Codecs: @CODECS@.\n"
   "An invalid or reserved value is reported with its reason, exit status 2.\n\n";
 
 static int
@@ -497,7 +485,7 @@ static const char classes_usage[] =
   "\n"
   "Prints the class table: id, name and performance attributes.  --config applies a\n"
   "class attribute file first (lines 'CLASS.ATTRIBUTE = VALUE'; attributes priority\n"
-  "0-15, admit_read, admit_write, pattern random|sequential, latency_sensitive,\n"
+  "0-15, admit_read, admit_write, pattern @PATTERNS:bars@, latency_sensitive,\n"
   "lifetime 0-5, max_share 0-100), so it also checks such a file.\n\n";
 
 static int

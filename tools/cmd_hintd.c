@@ -669,7 +669,7 @@ cmd_hintd (int argc, char **argv)
   optind = 1;
   while ((ch = getopt_long (argc, argv, "h", opts, NULL)) != -1) {
     switch (ch) {
-    case 'h': fputs (usage, stdout); return 0;
+    case 'h': cli_help (stdout, usage); return 0;
     case OPT_MOUNT: d.mount = optarg; break;
     case OPT_DEVICE: d.device = optarg; break;
     case OPT_SOCKET: d.socket = optarg; break;

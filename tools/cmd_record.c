@@ -186,7 +186,7 @@ cmd_trace_record (int argc, char **argv)
   while ((ch = getopt_long (argc, argv, "+ho:", record_opts, NULL)) != -1) {
     char *end;
     switch (ch) {
-    case 'h': fputs (record_usage, stdout); return 0;
+    case 'h': cli_help (stdout, record_usage); return 0;
     case 'd': device = optarg; break;
     case 'm': mount = optarg; break;
     case 'r': rules = optarg; break;

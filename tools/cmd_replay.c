@@ -78,7 +78,7 @@ versus_none (const struct hc_replay_row *rows, size_t n, const struct hc_replay_
     return false;
   const struct hc_replay_row *none = find_row (rows, n, HC_STRATEGY_NONE, r->policy,
                                                r->cache_blocks);
-  const struct hc_replay_row *best = find_row (rows, n, HC_STRATEGY_ORACLE, "belady",
+  const struct hc_replay_row *best = find_row (rows, n, HC_STRATEGY_ORACLE, HC_REPLAY_BELADY,
                                                r->cache_blocks);
   if (!none)
     return false;
@@ -255,10 +255,11 @@ static const char replay_usage[] =
   "the rows with more read misses than no hints are named (worse_than_none).\n"
   "  --cache SIZES      comma-separated: blocks (10000), bytes (64M) or a share of the\n"
   "                     footprint (5%); default 5%,10%\n"
-  "  --strategy LIST    none, process, file, io, oracle (Belady with bypass); default all\n"
-  "  --policy LIST      hintaware, lru, s3fifo, fifo, arc, sieve, 2q, wtinylfu, belady;\n"
-  "                     default hintaware\n"
-  "  --format F         csv, blkparse, ftrace, msr, oracle, bin (default: detected)\n"
+  "  --strategy LIST    @STRATEGIES@; default all\n"
+  "                     (oracle: Belady with bypass)\n"
+  "  --policy LIST      @REPLAY_POLICIES@;\n"
+  "                     default @REPLAY_POLICIES:default@\n"
+  "  --format F         @FORMATS:given@ (default: detected)\n"
   "  --strict           a malformed line is an error (default: skipped and counted)\n"
   "  --block-size N     cache block size (default 4096)\n"
   "  --rules S=FILE     rules for strategy S (lines 'CONDITION && … -> HINT')\n"
@@ -279,6 +280,14 @@ struct replay_args {
   enum hc_trace_format to; /* trace convert's */
 };
 
+/* The strategies that take rules, by strategy (NULL for the others: none
+ * classifies nothing, the oracle knows the future). */
+static const char *
+rules_strategy_name (unsigned s)
+{
+  return s == HC_STRATEGY_NONE || s == HC_STRATEGY_ORACLE ? NULL : hc_strategy_name (s);
+}
+
 /* Parses the shared options, those in `takes` (OPT bits) allowed; returns
  * -1 to go on or an exit status. */
 static int
@@ -295,7 +304,7 @@ parse_replay (const char *cmd, const char *usage, unsigned takes, int argc, char
       return cli_usage (cmd, "--%s does not apply here (see 'hintcache %s --help')",
                         ch == 'j' ? "json" : replay_opts[index].name, cmd);
     switch (ch) {
-    case 'h': fputs (usage, stdout); return 0;
+    case 'h': cli_help (stdout, usage); return 0;
     case 'j': a->json = true; break;
     case O_CACHE: a->sizes = optarg; break;
     case O_STRATEGY: a->strategies = optarg; break;
@@ -330,9 +339,11 @@ parse_replay (const char *cmd, const char *usage, unsigned takes, int argc, char
       if (!eq)
         return cli_usage (cmd, "--rules: expected STRATEGY=FILE, got '%s'", optarg);
       *eq = '\0';
-      if (hc_strategy_parse (optarg, &s) < 0 || s == HC_STRATEGY_NONE || s == HC_STRATEGY_ORACLE)
-        return cli_usage (cmd, "--rules: '%s' is not a strategy that takes rules (process, file, "
-                          "io)", optarg);
+      if (hc_strategy_parse (optarg, &s) < 0 || !rules_strategy_name (s)) {
+        char names[128];
+        return cli_usage (cmd, "--rules: '%s' is not a strategy that takes rules (%s)", optarg,
+                          hc_names (rules_strategy_name, names, sizeof names));
+      }
       a->rules_file[s] = eq + 1;
       break;
     }
@@ -377,9 +388,12 @@ run_replay (const char *cmd, const char *trace, struct replay_args *a, const cha
   int rc, status = 0;
 
   snprintf (sizes_buf, sizeof sizes_buf, "%s", a->sizes ? a->sizes : "5%,10%");
-  snprintf (pol_buf, sizeof pol_buf, "%s", a->policies ? a->policies : "hintaware");
-  snprintf (strat_buf, sizeof strat_buf, "%s",
-            a->strategies ? a->strategies : "none,process,file,io,oracle");
+  /* Defaults: the default policy, every strategy. */
+  snprintf (pol_buf, sizeof pol_buf, "%s", a->policies ? a->policies : hc_policy_name (0));
+  snprintf (strat_buf, sizeof strat_buf, "%s", a->strategies ? a->strategies : "");
+  for (unsigned s = 0; !a->strategies && s < HC_STRATEGY_COUNT; s++)
+    snprintf (strat_buf + strlen (strat_buf), sizeof strat_buf - strlen (strat_buf), "%s%s",
+              s ? "," : "", hc_strategy_name (s));
   cfg.nsizes = split (sizes_buf, sizes, 16);
   cfg.sizes = sizes;
   cfg.npolicies = split (pol_buf, pols, 16);
@@ -500,7 +514,7 @@ static const struct {
   { HC_STRATEGY_NONE, "lru" },        { HC_STRATEGY_NONE, "s3fifo" },
   { HC_STRATEGY_NONE, "hintaware" },  { HC_STRATEGY_PROCESS, "hintaware" },
   { HC_STRATEGY_FILE, "hintaware" },  { HC_STRATEGY_IO, "hintaware" },
-  { HC_STRATEGY_ORACLE, "belady" },
+  { HC_STRATEGY_ORACLE, HC_REPLAY_BELADY },
 };
 #define DEMO_ROWS (sizeof demo_rows / sizeof demo_rows[0])
 
@@ -553,7 +567,7 @@ demo_meaning (const struct hc_replay_row *rows, size_t n, uint64_t size, double 
       best = r;
   }
   proc = find_row (rows, n, HC_STRATEGY_PROCESS, "hintaware", size);
-  oracle = find_row (rows, n, HC_STRATEGY_ORACLE, "belady", size);
+  oracle = find_row (rows, n, HC_STRATEGY_ORACLE, HC_REPLAY_BELADY, size);
   if (!base || !best || !proc || !oracle)
     return;
   double gap = (double) base->read_misses - (double) oracle->read_misses;
@@ -602,8 +616,7 @@ cmd_demo (int argc, char **argv)
     a.html = "report.html";
   if (!a.sizes)
     a.sizes = "2%,5%,10%";
-  a.strategies = "none,process,file,io,oracle";
-  a.policies = "hintaware,lru,s3fifo";
+  a.policies = "hintaware,lru,s3fifo"; /* and every strategy, the default */
   if (a.save)
     path = a.save;
   else if ((fd = mkstemp (tmp)) < 0)
@@ -654,7 +667,7 @@ static const char stats_usage[] =
   "Usage: hintcache trace stats IN [--format F] [--strict] [--json]\n"
   "\n"
   "Requests, bytes, footprint in blocks, and shares by label, comm and op.\n"
-  "  --format F    csv, blkparse, ftrace, msr, oracle, bin (default: detected)\n"
+  "  --format F    @FORMATS:given@ (default: detected)\n"
   "  --strict      a malformed line is an error (default: skipped and counted)\n"
   "  --json        one JSON object\n";
 
@@ -665,7 +678,7 @@ static const char convert_usage[] =
   "Converts to hintcache's compact binary form (bin, the default: replays fastest), to the\n"
   "labeled CSV of the shared traces, or to libCacheSim's oracleGeneral (one record per\n"
   "block access, with next-access times).  An OUT ending in .gz is written gzip-compressed.\n"
-  "  --format F      IN's format: csv, blkparse, ftrace, msr, oracle, bin (default: detected)\n"
+  "  --format F      IN's format: @FORMATS:given@ (default: detected)\n"
   "  --strict        a malformed line is an error (default: skipped and counted)\n"
   "  --block-size N  oracle's block size (default 4096)\n";
 

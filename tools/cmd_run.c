@@ -46,9 +46,8 @@ static const char usage[] =
   "later.  It works through the preload library, which also honours the RFC's advice in the\n"
   "I/O priority (ionice -c2 -n4096: dontneed), posix_fadvise and fcntl(F_SET_RW_HINT).\n"
   "\n"
-  "  --class CLASS     the default class (metadata, journal, transaction, data, paging,\n"
-  "                    streaming, background)\n"
-  "  --advice ADVICE   the default advice (dontneed, willneed, evict, normal); advice in\n"
+  "  --class CLASS     the default class (@CLASSES:given@)\n"
+  "  --advice ADVICE   the default advice (@ADVICE:given@); advice in\n"
   "                    the I/O priority wins, and is enough without --class/--advice\n"
   "  --socket SOCKET   the volume's control socket (default: $HINTCACHE_SOCKET)\n"
   "  --mount DIR       a directory on a file system that lives on the volume; @OFFSET\n"
@@ -143,7 +142,7 @@ cmd_run (int argc, char **argv)
   /* '+': stop at the first operand, so COMMAND's own options stay its own. */
   while ((ch = getopt_long (argc, argv, "+h", run_opts, NULL)) != -1) {
     switch (ch) {
-    case 'h': fputs (usage, stdout); return 0;
+    case 'h': cli_help (stdout, usage); return 0;
     case OPT_CLASS: {
       enum hc_class c;
       if (hc_class_parse (optarg, &c) < 0)
@@ -154,9 +153,10 @@ cmd_run (int argc, char **argv)
     }
     case OPT_ADVICE: {
       enum hc_advice a;
+      char names[128];
       if (hc_advice_parse (optarg, &a) < 0)
-        return cli_usage (cmd, "--advice: '%s' is not an advice (dontneed, willneed, evict, "
-                          "normal)", optarg);
+        return cli_usage (cmd, "--advice: '%s' is not an advice (%s)", optarg,
+                          cli_expand ("@ADVICE:given@", names, sizeof names));
       adv = optarg;
       break;
     }

@@ -149,7 +149,7 @@ parse (const char *cmd, const char *usage, int argc, char **argv, struct args *a
   optind = 1;
   while ((ch = getopt_long (argc, argv, "hj", vol_opts, NULL)) != -1) {
     switch (ch) {
-    case 'h': fputs (usage, stdout); return 0;
+    case 'h': cli_help (stdout, usage); return 0;
     case 'j': a->c.json = true; break;
     case OPT_SLOW: a->c.slow = optarg; break;
     case OPT_FAST: a->fast = optarg; break;
@@ -211,8 +211,8 @@ static const char format_usage[] =
   "superblock records the slow tier's size, device name (/dev/disk/by-id) and a hash of\n"
   "16 of its sectors, to refuse another slow tier at open.\n"
   "  --block-size N   cache block size, 4k to 64k, a power of two (default 4k)\n"
-  "  --mode M         writethrough (default), writeback, writearound, passthrough\n"
-  "  --policy P       hintaware (default), lru, s3fifo, fifo, arc, sieve, 2q, wtinylfu\n"
+  "  --mode M         @MODES:marked@\n"
+  "  --policy P       @POLICIES:marked@\n"
   "  --max-ranges N   range hints kept (default 65536)\n"
   "  --checksums      checksum every cached block's data, verified on each read: a\n"
   "                   corrupt clean copy is read from the slow tier instead and\n"
@@ -907,8 +907,20 @@ static const char io_usage[] =
   "  zero OFF LEN [--fua]\n"
   "  advise OFF LEN HINT            HINT: a class and/or advice (metadata, willneed,\n"
   "                                 background+dontneed, evict, normal …)\n"
-  "  mode MODE                      writethrough, writeback, writearound, passthrough\n"
+  "  mode MODE                      @MODES@\n"
   "OFF and LEN take k, M, G suffixes.  --hint gives the I/O's own hint.\n";
+
+/* The operations, by index (k below), and their operands. */
+static const struct { const char *name; int operands; } io_ops[] = {
+  { "read", 2 }, { "write", 2 }, { "flush", 0 }, { "discard", 2 }, { "zero", 2 },
+  { "advise", 3 }, { "mode", 1 },
+};
+
+static const char *
+io_op_name (unsigned i)
+{
+  return i < sizeof io_ops / sizeof io_ops[0] ? io_ops[i].name : NULL;
+}
 
 static int
 io_read_file (const char *path, uint8_t *buf, uint64_t len)
@@ -951,21 +963,18 @@ cmd_io (int argc, char **argv)
   const char *fast = argv[optind], *op = argv[optind + 1];
   char **rest = argv + optind + 2;
   int nrest = argc - optind - 2;
-  static const struct { const char *name; int operands; } ops[] = {
-    { "read", 2 }, { "write", 2 }, { "flush", 0 }, { "discard", 2 }, { "zero", 2 },
-    { "advise", 3 }, { "mode", 1 },
-  };
+  char names[256];
   int k = -1;
-  for (unsigned i = 0; i < sizeof ops / sizeof ops[0]; i++)
-    if (strcmp (op, ops[i].name) == 0)
+  for (unsigned i = 0; i < sizeof io_ops / sizeof io_ops[0]; i++)
+    if (strcmp (op, io_ops[i].name) == 0)
       k = (int) i;
   if (k < 0)
-    return cli_usage (cmd, "unknown operation '%s' (read, write, flush, discard, zero, advise, "
-                      "mode)", op);
-  if (nrest != ops[k].operands)
-    return cli_usage (cmd, "%s takes %d operand%s (see --help)", op, ops[k].operands,
-                      ops[k].operands == 1 ? "" : "s");
-  if (ops[k].operands >= 2
+    return cli_usage (cmd, "unknown operation '%s' (%s)", op,
+                      hc_names (io_op_name, names, sizeof names));
+  if (nrest != io_ops[k].operands)
+    return cli_usage (cmd, "%s takes %d operand%s (see --help)", op, io_ops[k].operands,
+                      io_ops[k].operands == 1 ? "" : "s");
+  if (io_ops[k].operands >= 2
       && (hc_parse_size (rest[0], &off, NULL) < 0 || hc_parse_size (rest[1], &len, NULL) < 0))
     return cli_usage (cmd, "'%s %s' is not OFF LEN", rest[0], rest[1]);
   if (a.hint && hc_hint_parse (a.hint, &ctx.hint) < 0)
@@ -975,7 +984,6 @@ cmd_io (int argc, char **argv)
   if (k == 5 && hc_hint_parse (rest[2], &advice) < 0)
     return cli_usage (cmd, "'%s' is not a hint (classes and advice, e.g. metadata, willneed, "
                       "background+dontneed)", rest[2]);
-  char names[256];
   if (k == 6 && hc_mode_parse (rest[0], &mode) < 0)
     return cli_usage (cmd, "'%s' is not a mode (%s)", rest[0],
                       hc_names (hc_mode_name, names, sizeof names));

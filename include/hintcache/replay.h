@@ -94,13 +94,18 @@ struct hc_hint hc_rules_classify (hc_rules *r, const struct hc_trace_req *q, con
 /* Upper bound in µs of latency histogram bucket i. */
 double hc_lat_bucket_us (unsigned i);
 
+/* The replay's own policy, Belady's MIN (admitting every miss), named in
+ * hc_replay_config.policies beside the engine's (hc_policy_name) and in the
+ * rows it gives. */
+#define HC_REPLAY_BELADY "belady"
+
 struct hc_replay_config {
   uint32_t block_size;              /* default 4096 */
   const char *const *sizes;         /* "5%", "64M", "10000" (blocks) */
   size_t nsizes;
   const enum hc_strategy *strategies;
   size_t nstrategies;
-  const char *const *policies;      /* engine policy names and "belady" */
+  const char *const *policies;      /* engine policy names and HC_REPLAY_BELADY */
   size_t npolicies;
   hc_rules *rules[HC_STRATEGY_COUNT]; /* NULL: built-in defaults */
   hc_classes *classes;              /* NULL: built-in attributes */

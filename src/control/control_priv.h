@@ -14,7 +14,9 @@
 
 /* A command of the control protocol, as its one table (exec.c) documents
  * it: the name, the usage ("advise OFF LEN HINT [from=SOURCE]") and what it
- * does, in a few words. */
+ * does, in a few words.  What it does names lists of names as the tool's
+ * help texts do, by placeholders ("@MODES@": tools/cli.h), which the tool
+ * expands from the registries. */
 struct hc_ctl_command_doc {
   const char *name, *usage, *help;
 };

@@ -452,8 +452,8 @@ static const struct hc_ctl_command {
 } commands[] = {
   { { "version", "version", "the protocol version" }, 0, false, do_version },
   { { "advise", "advise OFF LEN HINT [from=SOURCE]",
-      "store a range hint (class and/or advice) as SOURCE's: admin (default), hintd, advise, "
-      "preload" }, 3, true, do_advise },
+      "store a range hint (class and/or advice) as SOURCE's: @SOURCES:marked@" }, 3, true,
+    do_advise },
   { { "unadvise", "unadvise OFF LEN [from=SOURCE]",
       "withdraw the range hints there that SOURCE stored (admin: all of them)" },
     2, true, do_unadvise },
@@ -462,8 +462,7 @@ static const struct hc_ctl_command {
   { { "info", "info", "size, block size, cache blocks, mode, policy, range hints" }, 0, false,
     do_info },
   { { "clean", "clean", "write back every dirty block" }, 0, false, do_clean },
-  { { "mode", "mode MODE", "writethrough, writeback, writearound, passthrough" }, 1, false,
-    do_mode },
+  { { "mode", "mode MODE", "@MODES@" }, 1, false, do_mode },
   { { "quit", "quit", "end the connection" }, 0, false, do_quit },
 };
 #define NCOMMANDS (sizeof commands / sizeof commands[0])

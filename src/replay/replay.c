@@ -36,6 +36,7 @@
 
 #include "hintcache/replay.h"
 #include "hintcache/tier.h"
+#include "hintcache/volume.h" /* hc_policy_name */
 #include "../cache/dir.h"
 #include "../cache/seq.h"
 #include "util.h"
@@ -44,7 +45,6 @@
 #define FINE_BUCKETS (20 * FINE_PER_OCTAVE) /* 1 µs … 1 s, as the row's HC_LAT_BUCKETS */
 _Static_assert (FINE_BUCKETS % HC_LAT_BUCKETS == 0, "a row bucket is whole fine buckets");
 #define LAT_BATCH 64 /* latencies binned together */
-#define BELADY_POLICY "belady"
 #define INF UINT64_MAX
 #define SEQ_CUTOFF (UINT64_C (4) << 20) /* the volume's default sequential cutoff */
 
@@ -842,7 +842,7 @@ resolve_config (struct run *R)
   int rc;
 
   for (size_t i = 0; i < cfg->npolicies; i++) {
-    if (strcmp (cfg->policies[i], BELADY_POLICY) == 0) {
+    if (strcmp (cfg->policies[i], HC_REPLAY_BELADY) == 0) {
       R->want_belady = true;
       continue;
     }
@@ -850,7 +850,7 @@ resolve_config (struct run *R)
     if (id < 0 || R->npol == 16) {
       char names[256];
       snprintf (R->why, R->whylen, "unknown policy '%s' (policies: %s, %s)", cfg->policies[i],
-                hc_names (hc_policy_name_of, names, sizeof names), BELADY_POLICY);
+                hc_names (hc_policy_name, names, sizeof names), HC_REPLAY_BELADY);
       return -EINVAL;
     }
     R->policy_ids[R->npol++] = id;
@@ -962,7 +962,7 @@ build_grid (struct run *R)
         if (is_bel) {
           bool oracle = g == cfg->nstrategies + 1;
           s->row.strategy = oracle ? HC_STRATEGY_ORACLE : HC_STRATEGY_NONE;
-          snprintf (s->row.policy, sizeof s->row.policy, "%s", BELADY_POLICY);
+          snprintf (s->row.policy, sizeof s->row.policy, "%s", HC_REPLAY_BELADY);
           s->bel.cap = blocks;
           s->bel.bypass = oracle;
         } else {
