@@ -27,84 +27,82 @@
 #define K HC_MAP_KEEP
 #define NB(x) HC_NFS_BIT (HC_NFS_##x)
 
-/* Fields:   rfc advice           ATA level       ATA action    rwh
- *           nvme AF r/w, AL, SEQ                 NFS bits
- *           ioprio class, level  fadvise calls   SCSI OV_FR (advice rows)
- *           SCSI markup {OV_FR, RW_FR, WR_SE, RD_SE, IO_CL, SU_IO, OSI, ACDLU, RLBSR} */
+/* A row: the RFC's advice, ATA and RWH; NVMe and NFS; ioprio, fadvise (and
+ * for advice, SCSI's OVERALL FREQUENCY); for classes, the SCSI markup.
+ * Fields left out are 0; struct hc_map_row (codec.h) says what each is. */
 const struct hc_map_row hc_map_class[HC_CLASS_COUNT] = {
   [HC_CLASS_UNCLASSIFIED] = {
-    HC_ADVICE_NONE, HC_ATA_NONE, 0, 0,
-    0, 0, 0, 0, 0,
-    HC_IOPRIO_NONE, 0, { K, K }, K,
-    { 0, 0, 0, 0, 0x0, 0, 0, 0, 0 } },
+    .rfc = HC_ADVICE_NONE, .ata = HC_ATA_NONE,
+    .ioprio_class = HC_IOPRIO_NONE, .fadv = { K, K } },
   [HC_CLASS_METADATA] = {
-    HC_ADVICE_WILLNEED, HC_ATA_TOP, 0, 2 /* SHORT */,
-    5, 5, 3, 0, NB (WILLNEED),
-    HC_IOPRIO_BE, 0, { HC_FADV_WILLNEED, K }, K,
-    { 2, 0, 1, 1, 0x1, 2, 0, 0, 1 } },
+    .rfc = HC_ADVICE_WILLNEED, .ata = HC_ATA_TOP, .rwh = 2 /* SHORT */,
+    .nvme_af_read = 5, .nvme_af_write = 5, .nvme_al = 3, .nfs = NB (WILLNEED),
+    .ioprio_class = HC_IOPRIO_BE, .fadv = { HC_FADV_WILLNEED, K },
+    .scsi = { .ov_fr = 2, .wr_se = 1, .rd_se = 1, .io_cl = 0x1, .su_io = 2, .rlbsr = 1 } },
   /* Chinner: journal writes are never read back; keep them out of flash. */
   [HC_CLASS_JOURNAL] = {
-    HC_ADVICE_DONTNEED, HC_ATA_P1, 0, 2 /* SHORT */,
-    4, 4, 3, 1, NB (WRITE) | NB (NOREUSE),
-    HC_IOPRIO_BE, 0, { HC_FADV_NOREUSE, K }, K,
-    { 0, 2, 2, 0, 0x0, 2, 0, 0, 1 } },
+    .rfc = HC_ADVICE_DONTNEED, .ata = HC_ATA_P1, .rwh = 2 /* SHORT */,
+    .nvme_af_read = 4, .nvme_af_write = 4, .nvme_al = 3, .nvme_seq = 1,
+    .nfs = NB (WRITE) | NB (NOREUSE),
+    .ioprio_class = HC_IOPRIO_BE, .fadv = { HC_FADV_NOREUSE, K },
+    .scsi = { .rw_fr = 2, .wr_se = 2, .su_io = 2, .rlbsr = 1 } },
   /* §10 allows RT 4 or BE 0 for ioprio; RT keeps it apart from metadata. */
   [HC_CLASS_TRANSACTION] = {
-    HC_ADVICE_NORMAL, HC_ATA_NORMAL, 0, 3 /* MEDIUM */,
-    5, 5, 3, 0, NB (RANDOM) | NB (WILLNEED),
-    HC_IOPRIO_RT, 4, { HC_FADV_RANDOM, K }, K,
-    { 2, 0, 1, 1, 0x4, 2, 0, 0, 1 } },
+    .rfc = HC_ADVICE_NORMAL, .ata = HC_ATA_NORMAL, .rwh = 3 /* MEDIUM */,
+    .nvme_af_read = 5, .nvme_af_write = 5, .nvme_al = 3, .nfs = NB (RANDOM) | NB (WILLNEED),
+    .ioprio_class = HC_IOPRIO_RT, .ioprio_level = 4, .fadv = { HC_FADV_RANDOM, K },
+    .scsi = { .ov_fr = 2, .wr_se = 1, .rd_se = 1, .io_cl = 0x4, .su_io = 2, .rlbsr = 1 } },
   [HC_CLASS_DATA] = {
-    HC_ADVICE_NORMAL, HC_ATA_DEFAULT, 0, 0 /* NOT_SET */,
-    0, 0, 0, 0, NB (NORMAL),
-    HC_IOPRIO_BE, 4, { HC_FADV_NORMAL, K }, K,
-    { 0, 0, 0, 0, 0x0, 0, 0, 0, 0 } },
+    .rfc = HC_ADVICE_NORMAL, .ata = HC_ATA_DEFAULT,
+    .nfs = NB (NORMAL),
+    .ioprio_class = HC_IOPRIO_BE, .ioprio_level = 4, .fadv = { HC_FADV_NORMAL, K } },
   [HC_CLASS_PAGING] = {
-    HC_ADVICE_NORMAL, HC_ATA_NORMAL, 0, 2 /* SHORT */,
-    5, 5, 3, 0, NB (RANDOM),
-    HC_IOPRIO_BE, 0, { K, K }, K,
-    { 2, 0, 1, 1, 0x0, 2, 0, 0, 0 } },
+    .rfc = HC_ADVICE_NORMAL, .ata = HC_ATA_NORMAL, .rwh = 2 /* SHORT */,
+    .nvme_af_read = 5, .nvme_af_write = 5, .nvme_al = 3, .nfs = NB (RANDOM),
+    .ioprio_class = HC_IOPRIO_BE, .fadv = { K, K },
+    .scsi = { .ov_fr = 2, .wr_se = 1, .rd_se = 1, .su_io = 2 } },
   /* NVMe: a stream is a one-time read, or a rarely rewritten write. */
   [HC_CLASS_STREAMING] = {
-    HC_ADVICE_DONTNEED, HC_ATA_P1, 0, 4 /* LONG */,
-    6, 2, 2, 1, NB (SEQUENTIAL) | NB (NOREUSE),
-    HC_IOPRIO_BE, 4, { HC_FADV_SEQUENTIAL, HC_FADV_NOREUSE }, K,
-    { 1, 0, 2, 2, 0x5, 1, 0, 0, 3 } },
+    .rfc = HC_ADVICE_DONTNEED, .ata = HC_ATA_P1, .rwh = 4 /* LONG */,
+    .nvme_af_read = 6, .nvme_af_write = 2, .nvme_al = 2, .nvme_seq = 1,
+    .nfs = NB (SEQUENTIAL) | NB (NOREUSE),
+    .ioprio_class = HC_IOPRIO_BE, .ioprio_level = 4,
+    .fadv = { HC_FADV_SEQUENTIAL, HC_FADV_NOREUSE },
+    .scsi = { .ov_fr = 1, .wr_se = 2, .rd_se = 2, .io_cl = 0x5, .su_io = 1, .rlbsr = 3 } },
   /* ATA: HYBRID EVICT follows writes only (codec/ata.c).  The RFC bits get
    * dontneed, not evict: a backup that merely reads a hot block must not
    * throw it out.  ioprio IDLE with level 7, as `ionice -c3` sets it. */
   [HC_CLASS_BACKGROUND] = {
-    HC_ADVICE_DONTNEED, HC_ATA_P0, HC_WIRE_ACT_HYBRID_EVICT, 5 /* EXTREME */,
-    6, 2, 1, 1, NB (NOREUSE) | NB (DONTNEED),
-    HC_IOPRIO_IDLE, 7, { HC_FADV_NOREUSE, HC_FADV_DONTNEED }, K,
-    { 1, 0, 2, 2, 0x5, 1, 0, 1, 0 } },
+    .rfc = HC_ADVICE_DONTNEED, .ata = HC_ATA_P0, .ata_act = HC_WIRE_ACT_HYBRID_EVICT,
+    .rwh = 5 /* EXTREME */,
+    .nvme_af_read = 6, .nvme_af_write = 2, .nvme_al = 1, .nvme_seq = 1,
+    .nfs = NB (NOREUSE) | NB (DONTNEED),
+    .ioprio_class = HC_IOPRIO_IDLE, .ioprio_level = 7,
+    .fadv = { HC_FADV_NOREUSE, HC_FADV_DONTNEED },
+    .scsi = { .ov_fr = 1, .wr_se = 2, .rd_se = 2, .io_cl = 0x5, .su_io = 1, .acdlu = 1 } },
 };
 
 /* Advice rows.  NVMe has no safe evict (DSM deallocate destroys data), so
  * evict degrades to "infrequent"; so do NFS and fadvise (DONTNEED). */
 const struct hc_map_row hc_map_advice[HC_ADVICE_LIMIT] = {
   [HC_ADVICE_EVICT] = {
-    HC_ADVICE_EVICT, HC_ATA_P0, HC_WIRE_ACT_HYBRID_EVICT, K,
-    2, 2, 0, 0, NB (DONTNEED),
-    K, 0, { HC_FADV_DONTNEED, K }, 1,
-    { 0 } },
+    .rfc = HC_ADVICE_EVICT, .ata = HC_ATA_P0, .ata_act = HC_WIRE_ACT_HYBRID_EVICT, .rwh = K,
+    .nvme_af_read = 2, .nvme_af_write = 2, .nfs = NB (DONTNEED),
+    .ioprio_class = K, .fadv = { HC_FADV_DONTNEED, K }, .scsi_ov_fr = 1 },
   [HC_ADVICE_DONTNEED] = {
-    HC_ADVICE_DONTNEED, HC_ATA_P1, 0, 4 /* LONG */,
-    2, 2, 0, 0, NB (DONTNEED),
-    K, 0, { HC_FADV_DONTNEED, K }, 1,
-    { 0 } },
+    .rfc = HC_ADVICE_DONTNEED, .ata = HC_ATA_P1, .rwh = 4 /* LONG */,
+    .nvme_af_read = 2, .nvme_af_write = 2, .nfs = NB (DONTNEED),
+    .ioprio_class = K, .fadv = { HC_FADV_DONTNEED, K }, .scsi_ov_fr = 1 },
   [HC_ADVICE_NORMAL] = {
-    HC_ADVICE_NORMAL, HC_ATA_NORMAL, 0, K,
-    1, 1, 2, 0, NB (NORMAL),
-    K, 0, { HC_FADV_NORMAL, K }, 0,
-    { 0 } },
+    .rfc = HC_ADVICE_NORMAL, .ata = HC_ATA_NORMAL, .rwh = K,
+    .nvme_af_read = 1, .nvme_af_write = 1, .nvme_al = 2, .nfs = NB (NORMAL),
+    .ioprio_class = K, .fadv = { HC_FADV_NORMAL, K } },
   /* §10: NVMe AF 3 ("infrequent writes, frequent reads") or 5; 3 says what
    * willneed means — the data will be read. */
   [HC_ADVICE_WILLNEED] = {
-    HC_ADVICE_WILLNEED, HC_ATA_TOP, HC_WIRE_ACT_CHANGE_RANGE, K,
-    3, 3, 3, 0, NB (WILLNEED),
-    K, 0, { HC_FADV_WILLNEED, K }, 2,
-    { 0 } },
+    .rfc = HC_ADVICE_WILLNEED, .ata = HC_ATA_TOP, .ata_act = HC_WIRE_ACT_CHANGE_RANGE, .rwh = K,
+    .nvme_af_read = 3, .nvme_af_write = 3, .nvme_al = 3, .nfs = NB (WILLNEED),
+    .ioprio_class = K, .fadv = { HC_FADV_WILLNEED, K }, .scsi_ov_fr = 2 },
 };
 
 #undef K
