@@ -37,18 +37,6 @@ fill (void *buf, size_t len, unsigned seed)
     p[i] = (unsigned char) (seed * 131u + i * 7u + (i >> 9) + 1);
 }
 
-/* True if len bytes at buf are all zero. */
-static bool
-all_zero (const void *buf, size_t len)
-{
-  const unsigned char *p = buf;
-
-  for (size_t i = 0; i < len; i++)
-    if (p[i])
-      return false;
-  return true;
-}
-
 /* True if a and b agree to a relative 1e-9 (the model is plain arithmetic,
  * so only rounding separates it from the formula). */
 static bool
@@ -57,28 +45,6 @@ close_to (double a, double b)
   double d = a > b ? a - b : b - a, m = b > 0 ? b : -b;
 
   return d <= 1e-9 * (m > 1 ? m : 1);
-}
-
-/* True if the tier reads back `len` bytes at `off` equal to `want`. */
-static bool
-reads_as (hc_tier *t, uint64_t off, const void *want, size_t len)
-{
-  unsigned char *got = malloc (len);
-  bool same = got && hc_tier_read (t, got, len, off) == 0 && memcmp (got, want, len) == 0;
-
-  free (got);
-  return same;
-}
-
-/* True if the tier reads back zeros over [off, off+len). */
-static bool
-reads_zero (hc_tier *t, uint64_t off, size_t len)
-{
-  unsigned char *got = malloc (len);
-  bool zero = got && hc_tier_read (t, got, len, off) == 0 && all_zero (got, len);
-
-  free (got);
-  return zero;
 }
 
 /* Closes a file tier and opens its file again with the same flags (the
@@ -146,10 +112,10 @@ test_memory_image (void)
 
   CHECK_EQ (hc_tier_new_memory_image (fd, SIZE, &t), 0, "image tier");
   CHECK_EQ (hc_tier_new_memory_image (fd, SIZE / 2, &u), 0, "a second, on half the image");
-  CHECK (reads_as (t, 0, img, SIZE), "starts as the image");
+  CHECK (tc_reads_as (t, 0, img, SIZE), "starts as the image");
   tier_conformance (&t, "memory image", &(struct tier_caps) { .size = SIZE, .caps = HC_CAP_DISCARD,
                                                                 .name = "memory" });
-  CHECK (reads_as (u, 0, img, SIZE / 2), "the other tier still holds the image");
+  CHECK (tc_reads_as (u, 0, img, SIZE / 2), "the other tier still holds the image");
   CHECK (pread (fd, got, SIZE, 0) == SIZE && memcmp (got, img, SIZE) == 0,
          "the image is unchanged");
 out:
@@ -248,19 +214,19 @@ test_file (void)
          && memcmp (a, got, sizeof a) == 0, "in the file");
   CHECK_EQ (hc_tier_discard (t, 512 * KiB, 4096), 0, "discard");
   CHECK (pread (fd, got, sizeof got, 512 * KiB) == (ssize_t) sizeof got
-         && all_zero (got, 4096) && memcmp (a + 4096, got + 4096, 4096) == 0,
+         && tc_all_zero (got, 4096) && memcmp (a + 4096, got + 4096, 4096) == 0,
          "discard punched only its range");
   hc_tier_close (t);
 
   /* A read-only open reads what a writable one wrote, and writes
    * nothing. */
   CHECK_EQ (hc_tier_open_file (path, HC_TIER_READONLY, &ro), 0, "open read-only");
-  CHECK (reads_as (ro, 512 * KiB + 4096, a + 4096, 4096), "persistent");
+  CHECK (tc_reads_as (ro, 512 * KiB + 4096, a + 4096, 4096), "persistent");
   tier_conformance (&ro, "read-only file",
                     &(struct tier_caps) { .size = MiB, .caps = HC_CAP_PERSISTENT, .name = name,
                                           .readonly = true, .reopen = reopen_file,
                                           .arg = &(struct reopen) { path, HC_TIER_READONLY } });
-  CHECK (reads_as (ro, 512 * KiB + 4096, a + 4096, 4096), "unchanged");
+  CHECK (tc_reads_as (ro, 512 * KiB + 4096, a + 4096, 4096), "unchanged");
   hc_tier_close (ro);
 
   /* A file that shrinks under the tier: a read past its new end is an
@@ -448,14 +414,14 @@ test_timing_tier (void)
 
   fill (a, sizeof a, 3);
   CHECK_EQ (hc_tier_write (t, a, sizeof a, 4096, 0), 0, "write through");
-  CHECK (reads_as (mem, 4096, a, sizeof a), "landed below");
+  CHECK (tc_reads_as (mem, 4096, a, sizeof a), "landed below");
   CHECK (hc_tier_read (t, b, sizeof b, 4096) == 0 && memcmp (a, b, sizeof a) == 0,
          "read through");
   CHECK_EQ (hc_tier_flush (t), 0, "flush through");
   CHECK_EQ (hc_tier_discard (t, 4096, 512), 0, "discard through");
-  CHECK (reads_zero (mem, 4096, 512), "discarded below");
+  CHECK (tc_reads_zero (mem, 4096, 512), "discarded below");
   CHECK_EQ (hc_tier_zero (t, 8192, 4096), 0, "zero through");
-  CHECK (reads_zero (mem, 8192, 4096) && reads_as (mem, 4608, a + 512, 3584), "zeroed below");
+  CHECK (tc_reads_zero (mem, 8192, 4096) && tc_reads_as (mem, 4608, a + 512, 3584), "zeroed below");
   CHECK_EQ (hc_tier_read (t, b, 512, 3), -EINVAL, "refused at the door: not counted");
   CHECK_EQ (hc_tier_timing_get (t, &rus, &wus, &reads, &writes), 0, "get");
   CHECK (reads == 1 && writes == 2, "counts: %llu reads, %llu writes",
@@ -476,7 +442,7 @@ test_timing_tier (void)
 
   /* Closing the decorators left the memory tier open (ASan would object
    * otherwise). */
-  CHECK (reads_as (mem, 0, a, 4096), "lower still open");
+  CHECK (tc_reads_as (mem, 0, a, 4096), "lower still open");
   hc_tier_close (mem);
 }
 

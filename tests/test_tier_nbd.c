@@ -68,40 +68,6 @@ fill (void *buf, size_t len, uint64_t seed)
     p[i] = (unsigned char) ((seed * 2654435761u + i * 40503u + (i >> 9)) >> 5);
 }
 
-/* True if len bytes at buf are all zero. */
-static bool
-all_zero (const void *buf, size_t len)
-{
-  const unsigned char *p = buf;
-
-  for (size_t i = 0; i < len; i++)
-    if (p[i])
-      return false;
-  return true;
-}
-
-/* True if the tier reads back `len` bytes at `off` equal to `want`. */
-static bool
-reads_as (hc_tier *t, uint64_t off, const void *want, size_t len)
-{
-  unsigned char *got = malloc (len);
-  bool same = got && hc_tier_read (t, got, len, off) == 0 && memcmp (got, want, len) == 0;
-
-  free (got);
-  return same;
-}
-
-/* True if the tier reads back zeros over [off, off+len). */
-static bool
-reads_zero (hc_tier *t, uint64_t off, size_t len)
-{
-  unsigned char *got = malloc (len);
-  bool zero = got && hc_tier_read (t, got, len, off) == 0 && all_zero (got, len);
-
-  free (got);
-  return zero;
-}
-
 /* True if an executable `name` is on PATH. */
 static bool
 on_path (const char *name)
@@ -362,7 +328,7 @@ big_write (struct server *s, hc_tier *t, uint64_t len, uint64_t off, unsigned fl
   CHECK_EQ (hc_tier_write (t, buf, len, off, flags), 0, "%s: write %llu MiB", what,
             (unsigned long long) (len / MiB));
   sc = log_scan (s, "Write", "fua=1");
-  CHECK (reads_as (t, off, buf, len), "%s: read back %llu MiB", what,
+  CHECK (tc_reads_as (t, off, buf, len), "%s: read back %llu MiB", what,
          (unsigned long long) (len / MiB));
   free (buf);
   return sc;
@@ -446,14 +412,14 @@ test_memory_export (void)
   log_mark (s);
   CHECK_EQ (hc_tier_zero (t, 0, 128 * MiB), 0, "zero everything");
   CHECK_EQ (log_scan (s, "Zero", NULL).lines, 1u, "128 MiB zero in one request");
-  CHECK (reads_zero (t, 127 * MiB, 1 * MiB), "zeroed to the end");
+  CHECK (tc_reads_zero (t, 127 * MiB, 1 * MiB), "zeroed to the end");
 
   /* A second tier on the same export sees the first one's writes. */
   fill (buf, 4096, 11);
   CHECK_EQ (hc_tier_write (t, buf, 4096, 8192, HC_TIER_FUA), 0, "write for the second tier");
   CHECK_EQ (hc_tier_open_nbd (s->uri, HC_TIER_READONLY, &t2, why, sizeof why), 0,
             "second open: %s", why);
-  CHECK (reads_as (t2, 8192, buf, 4096), "second tier reads it");
+  CHECK (tc_reads_as (t2, 8192, buf, 4096), "second tier reads it");
   tier_conformance (&t2, "read-only open",
                     &(struct tier_caps) { .size = 128 * MiB, .caps = HC_CAP_PERSISTENT,
                                           .name = name, .readonly = true,
