@@ -1,7 +1,8 @@
 /* The write decision (src/engine/plan.c), exhaustively: every combination
  * of mode and facts — hit, dirty, whole block, around the fast tier, may
- * be rewritten in place, an unmapping not yet durable — and, where the
- * route is a copy, whether the policy admitted it and a block was free.
+ * be rewritten in place, an unmapping not yet durable, a clean copy
+ * recorded dirty — and, where the route is a copy, whether the policy
+ * admitted it and a block was free.
  *
  * Two independent statements of what must happen.  The table says it row
  * by row (each combination must match exactly one row); the contract says
@@ -13,8 +14,10 @@
 
 /* A row matches facts by pattern: one character per fact, in the order
  * h(it) d(irty) f(ull) a(round) i(n place ok) u(nmap pending) g(ot a block),
- * each '0', '1' or '-' (either).  Expected values are '0', '1', 'u' (the
- * unmap fact), 'F' (not full) or 'd' (the dirty fact). */
+ * each '0', '1' or '-' (either); whether the copy is recorded dirty is left
+ * to the expected values.  Those are '0', '1', 'u' (the unmap fact), 'F'
+ * (not full), 'd' (the dirty fact) or 'c' (a commit is due: the copy is
+ * recorded clean or an unmapping is not durable). */
 struct row {
   const char *modes; /* T(hrough) B(ack) A(round) P(ass) */
   const char *pat;
@@ -33,23 +36,23 @@ struct row {
 static const struct row rows[] = {
   /* Pass-through: the slow tier takes everything, a copy leaves. */
   { "P", "00--0--", 'S', -1, 'S', NONE, '0', '1', '0', 'u' },
-  { "P", "10-----", 'S', -1, 'S', DROP, 'F', '1', '0', '1' },
-  { "P", "11-----", 'S', -1, 'S', KEEP, 'F', '1', '1', '1' },
+  { "P", "10-----", 'S', -1, 'S', DROP, 'F', '1', '0', 'c' },
+  { "P", "11-----", 'S', -1, 'S', KEEP, 'F', '1', '1', 'c' },
   /* Write-back over a dirty copy that may be rewritten: in place. */
   { "B", "11101--", 'I', 0, 'I', NONE, '0', '0', '0', '0' },
   /* Hits going around a failed fast tier. */
-  { "TBA", "10-1---", 'S', HC_BYPASS_ERROR, 'S', DROP, 'F', '1', '0', '1' },
-  { "TBA", "11-1---", 'S', HC_BYPASS_ERROR, 'S', KEEP, 'F', '1', '1', '1' },
+  { "TBA", "10-1---", 'S', HC_BYPASS_ERROR, 'S', DROP, 'F', '1', '0', 'c' },
+  { "TBA", "11-1---", 'S', HC_BYPASS_ERROR, 'S', KEEP, 'F', '1', '1', 'c' },
   /* Other hits: copy-on-write, or out of the cache without room. */
   { "B", "10-0--1", 'C', 0, 'C', REPL, 'F', '0', '0', '0' },
   { "B", "1100--1", 'C', 0, 'C', REPL, '1', '0', '0', '0' },
   { "B", "11100-1", 'C', 0, 'C', REPL, '0', '0', '0', '0' },
-  { "TA", "1--0--1", 'C', 0, 'C', REPL, 'F', '1', 'd', '1' },
-  { "B", "10-0--0", 'C', 0, 'S', DROP, 'F', '1', '0', '1' },
-  { "B", "1100--0", 'C', 0, 'S', KEEP, '1', '1', '1', '1' },
-  { "B", "11100-0", 'C', 0, 'S', KEEP, '0', '1', '1', '1' },
-  { "TA", "10-0--0", 'C', 0, 'S', DROP, 'F', '1', '0', '1' },
-  { "TA", "11-0--0", 'C', 0, 'S', KEEP, 'F', '1', '1', '1' },
+  { "TA", "1--0--1", 'C', 0, 'C', REPL, 'F', '1', 'd', 'c' },
+  { "B", "10-0--0", 'C', 0, 'S', DROP, 'F', '1', '0', 'c' },
+  { "B", "1100--0", 'C', 0, 'S', KEEP, '1', '1', '1', 'c' },
+  { "B", "11100-0", 'C', 0, 'S', KEEP, '0', '1', '1', 'c' },
+  { "TA", "10-0--0", 'C', 0, 'S', DROP, 'F', '1', '0', 'c' },
+  { "TA", "11-0--0", 'C', 0, 'S', KEEP, 'F', '1', '1', 'c' },
   /* Misses. */
   { "A", "00--0--", 'S', HC_BYPASS_MODE, 'S', NONE, '0', '1', '0', 'u' },
   { "TB", "000-0--", 'S', HC_BYPASS_PARTIAL, 'S', NONE, '0', '1', '0', 'u' },
@@ -84,6 +87,7 @@ want (char e, const struct hc_write_facts *f)
   case 'u': return f->unmap_pending;
   case 'F': return !f->full;
   case 'd': return f->dirty;
+  case 'c': return !f->recorded_dirty || f->unmap_pending;
   default: return e == '1';
   }
 }
@@ -123,10 +127,12 @@ check_contract (const struct hc_write_facts *f, enum hc_write_route first,
   CHECK ((p->old == HC_OLD_REPLACED) == (f->hit && p->route == HC_WRITE_COPY),
          "%s: the old copy's mapping did not move", name);
   /* Never the slow tier under a clean mapping that may be the durable one. */
-  CHECK (!(p->to_slow && (f->hit || f->unmap_pending)) || p->commit_first,
+  CHECK (!(p->to_slow && ((f->hit && !f->recorded_dirty) || f->unmap_pending)) || p->commit_first,
          "%s: slow tier changed before a commit", name);
   CHECK (p->to_slow || !p->commit_first, "%s: a commit for nothing", name);
   CHECK (f->hit || f->unmap_pending || !p->commit_first, "%s: a miss committed", name);
+  CHECK ((f->hit && !f->recorded_dirty) || f->unmap_pending || !p->commit_first,
+         "%s: a commit for a copy recorded dirty", name);
   /* A cached copy that leaves: a clean one first, a dirty one last. */
   if (f->hit && p->route == HC_WRITE_SLOW)
     CHECK (p->old == (f->dirty ? HC_OLD_DROP_AFTER : HC_OLD_DROP_FIRST),
@@ -147,19 +153,21 @@ main (void)
   unsigned combos = 0;
 
   for (int m = 0; m < HC_MODE_COUNT; m++)
-    for (unsigned bits = 0; bits < 128; bits++) {
-      bool fact[7];
-      for (int i = 0; i < 7; i++)
-        fact[i] = (bits >> (6 - i)) & 1;
-      if (!fact[0] && (fact[1] || fact[4]))
-        continue; /* a miss has no copy to be dirty or rewritten */
+    for (unsigned bits = 0; bits < 256; bits++) {
+      bool fact[8];
+      for (int i = 0; i < 8; i++)
+        fact[i] = (bits >> (7 - i)) & 1;
+      if (!fact[0] && (fact[1] || fact[4] || fact[7]))
+        continue; /* a miss has no copy to be dirty, rewritten or recorded */
+      if (fact[1] && !fact[7])
+        continue; /* a dirty copy is recorded dirty */
       struct hc_write_facts f = { .mode = m, .hit = fact[0], .dirty = fact[1], .full = fact[2],
                                   .around = fact[3], .in_place_ok = fact[4],
-                                  .unmap_pending = fact[5] };
+                                  .unmap_pending = fact[5], .recorded_dirty = fact[7] };
       char name[32];
-      snprintf (name, sizeof name, "%c %c%c%c%c%c%c%c", mode_chars[m], '0' + fact[0],
+      snprintf (name, sizeof name, "%c %c%c%c%c%c%c%c r%c", mode_chars[m], '0' + fact[0],
                 '0' + fact[1], '0' + fact[2], '0' + fact[3], '0' + fact[4], '0' + fact[5],
-                '0' + fact[6]);
+                '0' + fact[6], '0' + fact[7]);
       enum hc_bypass why = HC_BYPASS_POLICY; /* must be set or left alone as documented */
       enum hc_write_route first = hc_write_route (&f, &why);
       enum hc_write_route route = first == HC_WRITE_COPY && !fact[6] ? HC_WRITE_SLOW : first;
@@ -192,6 +200,6 @@ main (void)
       }
       check_contract (&f, first, &p, name);
     }
-  CHECK (combos == 4 * (16 + 64), "%u combinations", combos);
+  CHECK (combos == 4 * (16 + 64 + 32), "%u combinations", combos);
   return test_exit ("test_plan");
 }

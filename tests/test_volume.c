@@ -2,10 +2,12 @@
  * written (aligned and not), data survives close and reopen, a wrong slow
  * tier or a truncated fast tier is refused, range hints persist, mode
  * switches clean, discard and zero, admission and statistics follow hints,
- * fast-tier read errors are survived, concurrent writers and readers
+ * fast-tier read errors are survived, write-through copies are recorded
+ * dirty until settled, concurrent writers and readers
  * agree with a model, and the cleaner paces its write-back while the volume
  * is busy. */
 #include <errno.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -645,6 +647,69 @@ test_in_place (void)
   hc_tier_close (slow);
 }
 
+static uint64_t
+commits (hc_volume *v)
+{
+  struct hc_stats st;
+  hc_volume_stats (v, &st);
+  return st.commits;
+}
+
+static unsigned
+unrecorded (hc_volume *v)
+{
+  unsigned n = 0;
+  pthread_mutex_lock (&v->lock);
+  for (uint32_t c = 0; c < v->dir.map.n; c++)
+    n += (v->dir.map.blk[c].meta & HC_M_UNRECORDED) != 0;
+  pthread_mutex_unlock (&v->lock);
+  return n;
+}
+
+/* Write-through copies are clean but recorded dirty (the top of
+ * src/engine/write.c): a write through a copy written or filled before
+ * needs no commit, a settled copy's does, and clean and close settle. */
+static void
+test_write_through_unrecorded (void)
+{
+  hc_tier *fast, *slow;
+  struct hc_format_opts fo = { .mode = HC_MODE_WRITETHROUGH };
+  char why[200];
+  static uint8_t buf[BS], got[BS];
+
+  hc_tier_new_memory (FAST, &fast);
+  hc_tier_new_memory (SLOW, &slow);
+  hc_volume_format (fast, slow, &fo, why, sizeof why);
+  hc_volume *v = open_vol (fast, slow, false);
+  memset (buf, 1, BS);
+  CHECK (hc_volume_write (v, buf, BS, 5 * BS, 0, NULL) == 0, "write a miss");
+  CHECK (hc_volume_read (v, got, BS, 9 * BS, NULL) == 0, "fill by a read miss");
+  CHECK (unrecorded (v) == 2, "both copies clean, recorded dirty (%u)", unrecorded (v));
+  CHECK (dirty_blocks (v) == 0, "nothing dirty");
+  uint64_t c0 = commits (v);
+  memset (buf, 2, BS);
+  CHECK (hc_volume_write (v, buf, BS, 5 * BS, 0, NULL) == 0
+             && hc_volume_write (v, buf, BS, 9 * BS, 0, NULL) == 0,
+         "write through both");
+  CHECK (commits (v) == c0, "no commit for copies recorded dirty (%" PRIu64 " → %" PRIu64 ")", c0,
+         commits (v));
+  CHECK (hc_volume_clean (v) == 0 && unrecorded (v) == 0, "clean settles every copy");
+  c0 = commits (v);
+  memset (buf, 3, BS);
+  CHECK (hc_volume_write (v, buf, BS, 5 * BS, 0, NULL) == 0 && commits (v) == c0 + 1,
+         "a settled copy's write commits first (%" PRIu64 " → %" PRIu64 ")", c0, commits (v));
+  CHECK (unrecorded (v) == 1, "and its new copy is recorded dirty");
+  CHECK (hc_tier_read (slow, got, BS, 5 * BS) == 0 && memcmp (got, buf, BS) == 0,
+         "the slow tier has the write");
+  CHECK (hc_volume_close (v) == 0, "close");
+  v = open_vol (fast, slow, false);
+  CHECK (dirty_blocks (v) == 0 && unrecorded (v) == 0, "close settled: reopened with nothing dirty");
+  CHECK (hc_volume_read (v, got, BS, 5 * BS, NULL) == 0 && memcmp (got, buf, BS) == 0, "reads back");
+  CHECK (hc_volume_close (v) == 0, "close again");
+  hc_tier_close (fast);
+  hc_tier_close (slow);
+}
+
 /* Sustained write-back writes of three times the cache: the cleaner keeps
  * up (no write falls back to the slow tier for want of a clean block), the
  * class of dirty data survives to its write-back, and everything reads back. */
@@ -860,6 +925,7 @@ main (void)
   test_threads ();
   test_batched_writes ();
   test_in_place ();
+  test_write_through_unrecorded ();
   test_sustained_writes ();
   test_paced_cleaning ();
   return test_exit ("test_volume");

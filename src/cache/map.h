@@ -58,6 +58,7 @@
 #define HC_M_FORMER (UINT64_C (1) << 51) /* unmapped: origin bits keep the former origin */
 #define HC_M_FUA (UINT64_C (1) << 52)
 #define HC_M_WRITING (UINT64_C (1) << 53)
+#define HC_M_UNRECORDED (UINT64_C (1) << 54) /* clean, but recorded dirty (engine: write.c) */
 
 /* A list threaded through the map's links. */
 struct hc_list {

@@ -17,7 +17,15 @@
  *              want of a clean block;
  *   commit     at least once a second while records are waiting, like
  *              dm-cache, so an application that never flushes still gets
- *              its data made durable.
+ *              its data made durable;
+ *   settle     write-through copies recorded dirty (hc_vol_settle; see the
+ *              top of write.c): once the volume is idle, if a minute has
+ *              passed since the last time, and every ten minutes in any
+ *              case.  A settled copy's next write through costs a commit;
+ *              an unsettled one's crash costs a write-back of data the slow
+ *              tier has: settling once a minute keeps the first rare and
+ *              bounds the second by about a minute's writes and fills
+ *              (when the volume rests now and then).
  *
  * Write-back order: the least valuable class first (lowest priority in the
  * class table, so background and streaming data go before metadata), and
@@ -49,6 +57,8 @@
 #define PREFETCH_SLICE 256 /* blocks prefetched per round */
 #define PACE_S 10     /* paced write-back closes its gap in about this long */
 #define PACE_EVERY_NS 1000000000ull /* paced write-back runs at most this often */
+#define SETTLE_IDLE_NS 60000000000ull  /* settle when idle at most this often */
+#define SETTLE_BUSY_NS 600000000000ull /* settle at least this often */
 
 struct cand {
   uint64_t origin;
@@ -145,12 +155,67 @@ hc_clean_to (hc_volume *v, uint64_t target)
   return clean_to (v, target, UINT64_MAX, false);
 }
 
+/* Settling walks the map a slice at a time, so that the lock is never held
+ * for long, and takes each copy's stripe, as a writer would, so that no
+ * write is between finding the copy recorded dirty (and skipping the
+ * commit) and the slow tier's write. */
+#define SETTLE_SLICE 65536
+
+long
+hc_vol_settle (hc_volume *v, bool try)
+{
+  struct cand *cand = NULL;
+  long settled = 0;
+
+  hc_lock (&v->lock);
+  bool due = v->unsettled && !v->failed;
+  if (due && (cand = malloc (SETTLE_SLICE * sizeof *cand)))
+    v->unsettled = false; /* (set again by a copy made unrecorded from now on, or one skipped) */
+  pthread_mutex_unlock (&v->lock);
+  if (due && !cand)
+    return -ENOMEM;
+  for (uint64_t start = 0; due && start < v->dir.map.n; start += SETTLE_SLICE) {
+    size_t n = 0;
+    hc_lock (&v->lock);
+    for (uint64_t c = start; c < v->dir.map.n && c < start + SETTLE_SLICE; c++)
+      if (v->dir.map.blk[c].meta & HC_M_UNRECORDED)
+        cand[n++] = (struct cand) { hc_meta_origin (v->dir.map.blk[c].meta), (uint32_t) c };
+    pthread_mutex_unlock (&v->lock);
+    for (size_t i = 0; i < n; i++) {
+      pthread_rwlock_t *s = stripe (v, cand[i].origin);
+      if (try && hc_trywrlock (s) != 0) {
+        hc_lock (&v->lock);
+        v->unsettled = true;
+        pthread_mutex_unlock (&v->lock);
+        continue;
+      }
+      if (!try)
+        hc_wrlock (s);
+      hc_lock (&v->lock);
+      uint64_t *w = &v->dir.map.blk[cand[i].c].meta;
+      if ((*w & HC_M_UNRECORDED) && hc_meta_origin (*w) == cand[i].origin) {
+        *w &= ~HC_M_UNRECORDED;
+        hc_meta_record_block (v, cand[i].c);
+        settled++;
+      }
+      pthread_mutex_unlock (&v->lock);
+      pthread_rwlock_unlock (s);
+    }
+  }
+  free (cand);
+  if (settled == 0)
+    return 0;
+  int rc = hc_meta_commit (v, false);
+  return rc < 0 ? rc : settled;
+}
+
 static void *
 cleaner_main (void *arg)
 {
   hc_volume *v = arg;
   bool eager = false, urgent = false;
   uint64_t last_commit = hc_now_ns (), last_round = last_commit, last_paced = last_commit;
+  uint64_t last_settle = last_commit;
   double credit = 0; /* blocks paced write-back may write back now */
   const uint64_t n = v->dir.map.n;
   const uint32_t reserve = n / 64 < 16 ? 16 : (uint32_t) (n / 64);
@@ -173,6 +238,7 @@ cleaner_main (void *arg)
     bool commit_due = (v->jrec || v->fast_dirty)
                       && (v->jrec >= 4096 || now - last_commit > 1000000000ull);
     bool failed = v->failed;
+    bool settle = v->unsettled && now - last_settle > (idle ? SETTLE_IDLE_NS : SETTLE_BUSY_NS);
     pthread_mutex_unlock (&v->lock);
 
     bool worked = false;
@@ -204,7 +270,9 @@ cleaner_main (void *arg)
         worked |= hc_vol_reclaim (v, reserve) > free_before;
         last_commit = hc_now_ns ();
       }
-      if (commit_due) {
+      if (settle && hc_vol_settle (v, true) > 0)
+        last_settle = last_commit = hc_now_ns (); /* (it committed) */
+      else if (commit_due) {
         hc_meta_commit (v, false);
         last_commit = hc_now_ns ();
       }

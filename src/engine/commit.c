@@ -44,7 +44,7 @@ hc_meta_record_block (hc_volume *v, uint32_t c)
 
   r[0] = HC_JREC_MAP;
   hc_put32 (r + 4, c);
-  hc_put64 (r + 8, (w & HC_M_VALID) ? w & HC_FMT_ENTRY_MASK : 0);
+  hc_put64 (r + 8, hc_meta_entry (w));
   if ((w & HC_M_FORMER) && hc_u64set_add (&v->unmapped, hc_meta_origin (w)) < 0)
     abort (); /* as for records: the change is already made in RAM */
   hc_meta_mark_table (v, c);
@@ -126,7 +126,7 @@ encode_table_sector (hc_volume *v, unsigned copy, uint64_t i, uint8_t *s)
     if (c >= v->sb.nblocks)
       break;
     uint64_t w = v->dir.map.blk[c].meta;
-    hc_put64 (s + 8 + 8 * k, !(w & HC_M_VALID) ? 0 : sums ? v->sum[c] : w & HC_FMT_ENTRY_MASK);
+    hc_put64 (s + 8 + 8 * k, !(w & HC_M_VALID) ? 0 : sums ? v->sum[c] : hc_meta_entry (w));
   }
   hc_put32 (s, hc_meta_csum (s, 0, v->seed,
                              hc_sb_copy_off (&v->sb, v->sb.table_off, copy) / HC_FMT_SECTOR + i));
@@ -288,6 +288,12 @@ hc_meta_commit (hc_volume *v, bool want_checkpoint)
 
   if (v->opts.read_only)
     return 0;
+  /* Everything the caller did before this call (records, fast and slow
+   * writes) is taken by the next commit to start: if one has started and
+   * landed while we waited for commit_lock, it was all made durable there. */
+  hc_lock (&v->lock);
+  const uint64_t ticket = v->commits_taken + 1;
+  pthread_mutex_unlock (&v->lock);
   hc_lock (&v->commit_lock);
   hc_lock (&v->lock);
   if (v->failed) {
@@ -295,6 +301,12 @@ hc_meta_commit (hc_volume *v, bool want_checkpoint)
     pthread_mutex_unlock (&v->commit_lock);
     return -EIO;
   }
+  if (!want_checkpoint && v->commits_durable >= ticket) {
+    pthread_mutex_unlock (&v->lock);
+    pthread_mutex_unlock (&v->commit_lock);
+    return 0;
+  }
+  const uint64_t number = ++v->commits_taken;
   recs = v->jbuf;
   nrec = v->jrec;
   reccap = v->jcap;
@@ -379,6 +391,7 @@ hc_meta_commit (hc_volume *v, bool want_checkpoint)
     v->next_seq = seq;
     v->next_pos = pos;
     v->dir.stats.commits++;
+    v->commits_durable = number;
     if (checkpoint) {
       /* What this checkpoint wrote, the next one writes to the other copy. */
       memcpy (v->table_prev, ck.changed, (v->sb.table_sectors + 7) / 8);

@@ -109,6 +109,8 @@ hc_vol_install (hc_volume *v, uint32_t c, const struct hc_access *a)
     return false;
   }
   hc_dir_install (&v->dir, c, a, false);
+  if (v->mode == HC_MODE_WRITETHROUGH || v->mode == HC_MODE_WRITEAROUND)
+    hc_vol_clean_unrecorded (v, c);
   return true;
 }
 

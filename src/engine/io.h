@@ -98,9 +98,21 @@ bool hc_vol_sum_ok (hc_volume *v, uint32_t c, uint64_t blk, const uint8_t *data,
  * volume is degraded for a second. */
 void hc_vol_fast_failed (hc_volume *v, int rc);
 
-/* Maps free block c to a->origin unless the origin is mapped already, in
- * which case c goes back to the free list (caller holds lock).  Returns
- * whether c was installed. */
+/* Marks copy c clean, the slow tier having its data, but recorded dirty
+ * until settled (HC_M_UNRECORDED; see the top of write.c) (caller holds
+ * lock). */
+static inline void
+hc_vol_clean_unrecorded (hc_volume *v, uint32_t c)
+{
+  hc_dir_set_clean (&v->dir, c);
+  v->dir.map.blk[c].meta |= HC_M_UNRECORDED;
+  v->unsettled = true;
+}
+
+/* Maps free block c to a->origin, clean, unless the origin is mapped
+ * already, in which case c goes back to the free list (caller holds lock).
+ * In write-through and write-around the copy is recorded dirty (see
+ * hc_vol_clean_unrecorded).  Returns whether c was installed. */
 bool hc_vol_install (hc_volume *v, uint32_t c, const struct hc_access *a);
 
 /* Takes a free block for `a`, evicting and committing as needed, waiting

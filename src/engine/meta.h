@@ -44,6 +44,17 @@ hc_meta_chunks_next (struct hc_meta_chunks *c)
   return c->i < c->count;
 }
 
+/* The table entry that records and checkpoints hold for meta word w: its
+ * persistent bits, and dirty for a copy that is clean but unrecorded
+ * (HC_M_UNRECORDED: see write.c). */
+static inline uint64_t
+hc_meta_entry (uint64_t w)
+{
+  if (!(w & HC_M_VALID))
+    return 0;
+  return (w & HC_FMT_ENTRY_MASK) | ((w & HC_M_UNRECORDED) ? HC_M_DIRTY : 0);
+}
+
 /* The seed of a volume's checksums, from its cache UUID (meta.c). */
 uint64_t hc_meta_uuid_seed (const uint8_t uuid[16]);
 

@@ -30,7 +30,8 @@
  *     writes the slow tier at once and marks the copy clean.
  *   - The slow tier never changes under a clean mapping that may still be
  *     the durable one: a commit comes first when the old copy is replaced
- *     or dropped, or any unmapping of the block is not durable yet.
+ *     or dropped and its records say clean, or any unmapping of the block
+ *     is not durable yet.
  *   - A dirty copy holds the only current data: it is dropped only after
  *     the slow tier has the whole block (its other bytes too).
  */
@@ -89,6 +90,6 @@ hc_write_plan (const struct hc_write_facts *f, enum hc_write_route route)
                                    : HC_OLD_DROP_FIRST;
   }
   p.whole_to_slow = p.to_slow && f->hit && f->dirty;
-  p.commit_first = p.to_slow && (f->hit || f->unmap_pending);
+  p.commit_first = p.to_slow && ((f->hit && !f->recorded_dirty) || f->unmap_pending);
   return p;
 }

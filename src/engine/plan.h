@@ -16,6 +16,7 @@ struct hc_write_facts {
   enum hc_mode mode;
   bool hit;           /* the block is cached */
   bool dirty;         /* its copy is dirty (with hit) */
+  bool recorded_dirty; /* ... or its records say so (dirty, or clean but unrecorded) */
   bool full;          /* the write covers the whole block */
   bool around;        /* the write goes around the fast tier */
   bool in_place_ok;   /* the copy may be rewritten where it is: no checksums, the write's class,

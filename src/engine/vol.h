@@ -120,7 +120,13 @@ struct hc_volume {
   bool slow_dirty;             /* the slow tier was written since the last commit */
   uint64_t slow_gen;           /* counts writes to the slow tier's data (readahead) */
   bool fast_dirty;             /* data was rewritten in place since the last commit */
+  bool unsettled;              /* some copy may be clean but unrecorded (write.c) */
   uint64_t next_seq, next_pos; /* the next journal sector */
+  /* Group commit: commits are numbered as they take the records; the
+   * number of the last one that is durable.  A caller whose records were
+   * taken by a commit that has landed since it asked needs no commit of its
+   * own (hc_meta_commit). */
+  uint64_t commits_taken, commits_durable;
 
   pthread_mutex_t commit_lock;
   pthread_rwlock_t *stripes;   /* [nstripes] */
@@ -290,6 +296,11 @@ void hc_cleaner_stop (hc_volume *v);
  * until at most `target` remain dirty or nothing more can be done.  Returns
  * the number written back, or an error. */
 long hc_clean_to (hc_volume *v, uint64_t target);
+
+/* Settles the copies that are clean but recorded dirty (write.c): records
+ * them clean and commits.  try: skip the blocks whose stripe is busy (and
+ * settle them another time).  Returns how many it settled, or an error. */
+long hc_vol_settle (hc_volume *v, bool try);
 
 /* Makes free blocks available: evicts clean blocks to pending, commits.
  * Returns the number of free blocks afterwards. */

@@ -262,9 +262,11 @@ hc_volume_close (hc_volume *v)
   if (v->failed)
     rc = -EIO; /* what the failed commit held was never made durable */
   else if (!v->opts.read_only) {
-    /* Two checkpoints, one into each copy, so that both agree and the next
-     * open need not rewrite one whole; then the clean mark. */
-    rc = hc_meta_commit (v, true);
+    /* Nothing recorded dirty that is clean; then two checkpoints, one into
+     * each copy, so that both agree and the next open need not rewrite one
+     * whole; then the clean mark. */
+    long settled = hc_vol_settle (v, false);
+    rc = settled < 0 ? (int) settled : hc_meta_commit (v, true);
     if (rc == 0)
       rc = hc_meta_commit (v, true);
     if (rc == 0) {
@@ -302,6 +304,8 @@ int
 hc_volume_clean (hc_volume *v)
 {
   long n = hc_clean_to (v, 0);
+  if (n >= 0)
+    n = hc_vol_settle (v, false);
   if (n < 0)
     return (int) n;
   return hc_meta_commit (v, false);

@@ -31,7 +31,21 @@
  *   new and the cached copy old and still "clean" — and a later eviction
  *   would make the data change by itself.  So the cached copy is replaced (by
  *   a dirty one) or dropped, and that is committed, before the slow write.
- *   A write-through hit therefore costs a commit; misses do not.
+ *   A copy that is recorded dirty needs no such commit: a crash brings it
+ *   back dirty, the cleaner writes it over the slow tier, and the data is
+ *   that copy's (older, and never flushed since) for good.
+ *
+ *   Clean, but recorded dirty.  That is why a write-through copy, once the
+ *   slow tier has it, is marked clean in RAM but not in the records
+ *   (HC_M_UNRECORDED: every record and checkpoint of it says dirty): the
+ *   next write through it needs no commit, and a hot working set is
+ *   written through at the speed of its tiers, not of the journal.  A
+ *   read miss's copy in write-through or write-around is recorded dirty
+ *   too (hc_vol_install), for the same reason.  The cost is a crash's:
+ *   such copies come back dirty and are written back once more.  The
+ *   cleaner settles them (records them clean) now and then (cleaner.c),
+ *   and hc_volume_clean and close settle them all (hc_vol_settle); a write
+ *   to a settled copy commits first again.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -176,6 +190,7 @@ write_block (hc_volume *v, uint64_t blk, uint32_t boff, uint32_t blen, const uin
     pin (v, c);
     f.hit = true;
     f.dirty = (w & HC_M_DIRTY) != 0;
+    f.recorded_dirty = (w & (HC_M_DIRTY | HC_M_UNRECORDED)) != 0;
     f.in_place_ok = !v->sum && hc_meta_class (w) == a.hint.cls && !(w & HC_M_FUA)
                     && atomic_load_explicit (&v->pins[c], memory_order_acquire) == 1;
   }
@@ -347,10 +362,8 @@ write_block (hc_volume *v, uint64_t blk, uint32_t boff, uint32_t blen, const uin
     hc_lock (&v->lock);
     slow_changed (v);
     /* A block cached dirty and now written through is clean again. */
-    if (rc == 0 && newc != HC_NIL && hc_dir_find (&v->dir, blk) == newc) {
-      hc_dir_set_clean (&v->dir, newc);
-      hc_meta_record_block (v, newc);
-    }
+    if (rc == 0 && newc != HC_NIL && hc_dir_find (&v->dir, blk) == newc)
+      hc_vol_clean_unrecorded (v, newc);
     pthread_mutex_unlock (&v->lock);
   }
 out:
@@ -396,10 +409,8 @@ flush_slow (hc_volume *v, struct batch *bt)
     hc_lock (&v->lock);
     slow_changed (v);
     for (unsigned k = i; k < j && w == 0; k++)
-      if (bt->e[k].newc != HC_NIL && hc_dir_find (&v->dir, bt->e[k].a.origin) == bt->e[k].newc) {
-        hc_dir_set_clean (&v->dir, bt->e[k].newc);
-        hc_meta_record_block (v, bt->e[k].newc);
-      }
+      if (bt->e[k].newc != HC_NIL && hc_dir_find (&v->dir, bt->e[k].a.origin) == bt->e[k].newc)
+        hc_vol_clean_unrecorded (v, bt->e[k].newc);
     pthread_mutex_unlock (&v->lock);
     if (w < 0 && rc == 0)
       rc = w;
