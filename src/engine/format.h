@@ -45,6 +45,9 @@
  *
  * Table entry (8 bytes): origin block (bits 39–0), class of the data (42–40),
  * valid (43), dirty (44) — the persistent bits of the in-RAM meta word.
+ * Dirty means the cache, not the slow tier, holds the block's data after a
+ * crash; a copy may be clean in RAM and written dirty (write-through copies
+ * until settled: see write.c).
  *
  * Journal: copy-on-write data plus a write-ahead log of metadata.  A write
  * never overwrites a cache block that a durable mapping points to; it goes
