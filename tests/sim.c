@@ -513,6 +513,12 @@ rig_open (const struct hc_open_opts *oo)
     fail_now ("open: %s", why);
   R.data_lo = R.v->sb.data_off;
   R.data_hi = R.v->sb.data_off + (uint64_t) R.v->dir.map.n * BS;
+  /* The cleaner settles write-through copies within a phase's virtual
+   * seconds, not once a minute, so that it races the writers. */
+  pthread_mutex_lock (&R.v->lock);
+  R.v->settle_idle_ns = (current_seed % 4 + 1) * 100000000ull;
+  R.v->settle_busy_ns = (current_seed % 3 + 1) * 500000000ull;
+  pthread_mutex_unlock (&R.v->lock);
 }
 
 /* SIM_WATCH=B (debugging): every slow-tier write over block B, with the

@@ -57,8 +57,6 @@
 #define PREFETCH_SLICE 256 /* blocks prefetched per round */
 #define PACE_S 10     /* paced write-back closes its gap in about this long */
 #define PACE_EVERY_NS 1000000000ull /* paced write-back runs at most this often */
-#define SETTLE_IDLE_NS 60000000000ull  /* settle when idle at most this often */
-#define SETTLE_BUSY_NS 600000000000ull /* settle at least this often */
 
 struct cand {
   uint64_t origin;
@@ -238,7 +236,7 @@ cleaner_main (void *arg)
     bool commit_due = (v->jrec || v->fast_dirty)
                       && (v->jrec >= 4096 || now - last_commit > 1000000000ull);
     bool failed = v->failed;
-    bool settle = v->unsettled && now - last_settle > (idle ? SETTLE_IDLE_NS : SETTLE_BUSY_NS);
+    bool settle = v->unsettled && now - last_settle > (idle ? v->settle_idle_ns : v->settle_busy_ns);
     pthread_mutex_unlock (&v->lock);
 
     bool worked = false;

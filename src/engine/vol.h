@@ -121,6 +121,7 @@ struct hc_volume {
   uint64_t slow_gen;           /* counts writes to the slow tier's data (readahead) */
   bool fast_dirty;             /* data was rewritten in place since the last commit */
   bool unsettled;              /* some copy may be clean but unrecorded (write.c) */
+  uint64_t settle_idle_ns, settle_busy_ns; /* the cleaner settles that often (cleaner.c) */
   uint64_t next_seq, next_pos; /* the next journal sector */
   /* Group commit: commits are numbered as they take the records; the
    * number of the last one that is durable.  A caller whose records were

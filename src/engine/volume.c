@@ -228,6 +228,8 @@ open_volume (hc_tier *fast, hc_tier *slow, const struct hc_open_opts *o, bool an
       snprintf (why, whylen, "writing the checkpoint after recovery: %s", strerror (-rc));
       goto fail;
     }
+    v->settle_idle_ns = 60 * 1000000000ull;  /* when idle, at most once a minute */
+    v->settle_busy_ns = 600 * 1000000000ull; /* in any case every ten minutes */
     if (!o->no_cleaner && (rc = hc_cleaner_start (v)) < 0) {
       snprintf (why, whylen, "starting the cleaner: %s", strerror (-rc));
       goto fail;
