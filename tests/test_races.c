@@ -23,6 +23,12 @@
  *                   written back: the prefetch, on the cleaner thread, waited
  *                   for the cleaner (itself) about 10 s a block, and close
  *                   waited for it.
+ *   settle_race     the cleaner settling a write-through copy (recording it
+ *                   clean) while a write through it, which skipped the
+ *                   commit because the copy was recorded dirty, is on its
+ *                   way to the slow tier: a crash then could leave a stale
+ *                   clean copy.  Settling takes the block's stripe.  (Written
+ *                   with the feature; it fails if settling does not.)
  *
  * A case that hangs is a failure too: a watchdog ends the test. */
 #include <errno.h>
@@ -517,6 +523,56 @@ prefetch_stall (void)
   rig_down (&r);
 }
 
+/* ---- settle_race ---- */
+
+/* The writer's write of its new copy waits until the test has tried to
+ * settle. */
+static int
+settle_hold (struct rig *r, enum hook_op op, uint64_t off, uint64_t len, bool after, int rc)
+{
+  (void) len, (void) rc;
+  if (op == HOOK_WRITE && !after && off >= r->v->sb.data_off && sc.a == 0) {
+    bump (&sc.a);
+    wait_for (&sc.b, 1, 2000);
+  }
+  return 0;
+}
+
+static void
+settle_race (void)
+{
+  struct rig r;
+  char why[200];
+  pthread_t t;
+  static uint8_t one[BS], two[BS], got[BS];
+
+  scenario ("settle_race");
+  rig_up (&r, HC_MODE_WRITETHROUGH, false);
+  memset (one, 1, BS);
+  memset (two, 2, BS);
+  CHECK (hc_volume_write (r.v, one, BS, 9 * BS, 0, NULL) == 0, "write");
+  uint32_t c = hc_dir_find (&r.v->dir, 9);
+  CHECK (c != HC_NIL && (r.v->dir.map.blk[c].meta & HC_M_UNRECORDED), "clean, recorded dirty");
+  sc.fast = settle_hold;
+  struct writer w = { .v = r.v, .off = 9 * BS, .len = BS, .buf = two };
+  pthread_create (&t, NULL, writer_main, &w);
+  CHECK (wait_for (&sc.a, 1, 2000), "the writer writes its new copy");
+  long n = hc_vol_settle (r.v, true);
+  pthread_mutex_lock (&r.v->lock);
+  bool kept = (r.v->dir.map.blk[c].meta & HC_M_UNRECORDED) != 0;
+  pthread_mutex_unlock (&r.v->lock);
+  CHECK (n == 0 && kept, "settling skips the copy a writer is replacing (settled %ld)", n);
+  bump (&sc.b);
+  pthread_join (t, NULL);
+  sc.fast = NULL;
+  CHECK (w.rc == 0, "the write: %d", w.rc);
+  CHECK (hc_vol_settle (r.v, true) == 1, "settled afterwards");
+  CHECK (hc_volume_read (r.v, got, BS, 9 * BS, NULL) == 0 && memcmp (got, two, BS) == 0,
+         "the write's data");
+  CHECK (rig_reopens (&r, why, sizeof why), "reopen: %s", why);
+  rig_down (&r);
+}
+
 int
 main (void)
 {
@@ -529,6 +585,7 @@ main (void)
   fast_full (HC_MODE_WRITEBACK);
   fast_full (HC_MODE_WRITETHROUGH);
   prefetch_stall ();
+  settle_race ();
   alarm (0);
   return test_exit ("test_races");
 }
