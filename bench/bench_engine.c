@@ -24,6 +24,7 @@
 
 #include "hintcache/hintcache.h"
 #include "cache/dir.h"
+#include "engine/vol.h"
 
 static double
 now (void)
@@ -211,8 +212,8 @@ ram_per_block (uint32_t n, unsigned p)
     hc_dir_make_room (&d, &a, always, NULL, &why, NULL);
     hc_dir_install (&d, hc_dir_take_free (&d), &a, false);
   }
-  /* + one pin byte per block, kept by the volume */
-  double r = (double) (hc_dir_bytes (&d) + n) / n;
+  /* + the pin count the volume keeps per block (hc_volume_get_info's ram_bytes) */
+  double r = (double) (hc_dir_bytes (&d) + (uint64_t) n * sizeof *((hc_volume *) 0)->pins) / n;
   hc_dir_fini (&d);
   return r;
 }
