@@ -13,9 +13,8 @@
 #include "engine/plan.h"
 
 /* A row matches facts by pattern: one character per fact, in the order
- * h(it) d(irty) f(ull) a(round) i(n place ok) u(nmap pending) g(ot a block),
- * each '0', '1' or '-' (either); whether the copy is recorded dirty is left
- * to the expected values.  Those are '0', '1', 'u' (the unmap fact), 'F'
+ * h(it) d(irty) f(ull) a(round) i(n place ok) u(nmap pending) g(ot a block)
+ * r(ecorded dirty), each '0', '1' or '-' (either).  The expected values are '0', '1', 'u' (the unmap fact), 'F'
  * (not full), 'd' (the dirty fact) or 'c' (a commit is due: the copy is
  * recorded clean or an unmapping is not durable). */
 struct row {
@@ -35,31 +34,39 @@ struct row {
 
 static const struct row rows[] = {
   /* Pass-through: the slow tier takes everything, a copy leaves. */
-  { "P", "00--0--", 'S', -1, 'S', NONE, '0', '1', '0', 'u' },
-  { "P", "10-----", 'S', -1, 'S', DROP, 'F', '1', '0', 'c' },
-  { "P", "11-----", 'S', -1, 'S', KEEP, 'F', '1', '1', 'c' },
-  /* Write-back over a dirty copy that may be rewritten: in place. */
-  { "B", "11101--", 'I', 0, 'I', NONE, '0', '0', '0', '0' },
+  { "P", "00--0---", 'S', -1, 'S', NONE, '0', '1', '0', 'u' },
+  { "P", "10------", 'S', -1, 'S', DROP, 'F', '1', '0', 'c' },
+  { "P", "11------", 'S', -1, 'S', KEEP, 'F', '1', '1', 'c' },
+  /* A whole block over a copy that may be rewritten and whose records say
+   * dirty: in place (write-back: a dirty copy; written through: and its
+   * slow tier, after a commit only if an unmapping is not durable). */
+  { "B", "11101---", 'I', 0, 'I', NONE, '0', '0', '0', '0' },
+  { "TA", "1-101--1", 'I', 0, 'I', NONE, '0', '1', 'd', 'u' },
   /* Hits going around a failed fast tier. */
-  { "TBA", "10-1---", 'S', HC_BYPASS_ERROR, 'S', DROP, 'F', '1', '0', 'c' },
-  { "TBA", "11-1---", 'S', HC_BYPASS_ERROR, 'S', KEEP, 'F', '1', '1', 'c' },
+  { "TBA", "10-1----", 'S', HC_BYPASS_ERROR, 'S', DROP, 'F', '1', '0', 'c' },
+  { "TBA", "11-1----", 'S', HC_BYPASS_ERROR, 'S', KEEP, 'F', '1', '1', 'c' },
   /* Other hits: copy-on-write, or out of the cache without room. */
-  { "B", "10-0--1", 'C', 0, 'C', REPL, 'F', '0', '0', '0' },
-  { "B", "1100--1", 'C', 0, 'C', REPL, '1', '0', '0', '0' },
-  { "B", "11100-1", 'C', 0, 'C', REPL, '0', '0', '0', '0' },
-  { "TA", "1--0--1", 'C', 0, 'C', REPL, 'F', '1', 'd', 'c' },
-  { "B", "10-0--0", 'C', 0, 'S', DROP, 'F', '1', '0', 'c' },
-  { "B", "1100--0", 'C', 0, 'S', KEEP, '1', '1', '1', 'c' },
-  { "B", "11100-0", 'C', 0, 'S', KEEP, '0', '1', '1', 'c' },
-  { "TA", "10-0--0", 'C', 0, 'S', DROP, 'F', '1', '0', 'c' },
-  { "TA", "11-0--0", 'C', 0, 'S', KEEP, 'F', '1', '1', 'c' },
+  { "B", "10-0--1-", 'C', 0, 'C', REPL, 'F', '0', '0', '0' },
+  { "B", "1100--1-", 'C', 0, 'C', REPL, '1', '0', '0', '0' },
+  { "B", "11100-1-", 'C', 0, 'C', REPL, '0', '0', '0', '0' },
+  { "TA", "1-00--1-", 'C', 0, 'C', REPL, '1', '1', 'd', 'c' },
+  { "TA", "1-100-1-", 'C', 0, 'C', REPL, '0', '1', 'd', 'c' },
+  { "TA", "10101-10", 'C', 0, 'C', REPL, '0', '1', '0', '1' },
+  { "B", "10-0--0-", 'C', 0, 'S', DROP, 'F', '1', '0', 'c' },
+  { "B", "1100--0-", 'C', 0, 'S', KEEP, '1', '1', '1', 'c' },
+  { "B", "11100-0-", 'C', 0, 'S', KEEP, '0', '1', '1', 'c' },
+  { "TA", "1000--0-", 'C', 0, 'S', DROP, '1', '1', '0', 'c' },
+  { "TA", "10100-0-", 'C', 0, 'S', DROP, '0', '1', '0', 'c' },
+  { "TA", "10101-00", 'C', 0, 'S', DROP, '0', '1', '0', '1' },
+  { "TA", "1100--0-", 'C', 0, 'S', KEEP, '1', '1', '1', 'c' },
+  { "TA", "11100-0-", 'C', 0, 'S', KEEP, '0', '1', '1', 'c' },
   /* Misses. */
-  { "A", "00--0--", 'S', HC_BYPASS_MODE, 'S', NONE, '0', '1', '0', 'u' },
-  { "TB", "000-0--", 'S', HC_BYPASS_PARTIAL, 'S', NONE, '0', '1', '0', 'u' },
-  { "TB", "00110--", 'S', HC_BYPASS_ERROR, 'S', NONE, '0', '1', '0', 'u' },
-  { "B", "00100-1", 'C', 0, 'C', NONE, '0', '0', '0', '0' },
-  { "T", "00100-1", 'C', 0, 'C', NONE, '0', '1', '0', 'u' },
-  { "TB", "00100-0", 'C', 0, 'S', NONE, '0', '1', '0', 'u' },
+  { "A", "00--0---", 'S', HC_BYPASS_MODE, 'S', NONE, '0', '1', '0', 'u' },
+  { "TB", "000-0---", 'S', HC_BYPASS_PARTIAL, 'S', NONE, '0', '1', '0', 'u' },
+  { "TB", "00110---", 'S', HC_BYPASS_ERROR, 'S', NONE, '0', '1', '0', 'u' },
+  { "B", "00100-1-", 'C', 0, 'C', NONE, '0', '0', '0', '0' },
+  { "T", "00100-1-", 'C', 0, 'C', NONE, '0', '1', '0', 'u' },
+  { "TB", "00100-0-", 'C', 0, 'S', NONE, '0', '1', '0', 'u' },
 };
 
 static const char mode_chars[HC_MODE_COUNT] = {
@@ -70,11 +77,11 @@ static const char mode_chars[HC_MODE_COUNT] = {
 };
 
 static bool
-matches (const struct row *r, enum hc_mode m, const bool fact[7])
+matches (const struct row *r, enum hc_mode m, const bool fact[8])
 {
   if (!strchr (r->modes, mode_chars[m]))
     return false;
-  for (int i = 0; i < 7; i++)
+  for (int i = 0; i < 8; i++)
     if (r->pat[i] != '-' && (r->pat[i] == '1') != fact[i])
       return false;
   return true;
@@ -117,13 +124,15 @@ check_contract (const struct hc_write_facts *f, enum hc_write_route first,
   CHECK (f->hit || f->mode != HC_MODE_WRITEAROUND || p->route == HC_WRITE_SLOW,
          "%s: write-around cached a miss", name);
   CHECK (!f->around || p->route == HC_WRITE_SLOW, "%s: went to a failed fast tier", name);
-  /* Copy-on-write, with one exception. */
-  CHECK (p->route != HC_WRITE_IN_PLACE
-             || (wb && f->hit && f->dirty && f->full && !f->around && f->in_place_ok),
-         "%s: rewritten in place", name);
-  CHECK (!(wb && f->hit && f->dirty && f->full && !f->around && f->in_place_ok)
-             || first == HC_WRITE_IN_PLACE,
-         "%s: not rewritten in place", name);
+  /* Copy-on-write, with one exception: a whole block over a copy whose
+   * records say dirty (in write-back, one that is dirty), in the modes
+   * that cache writes. */
+  const bool in_place = f->hit && f->full && !f->around && f->in_place_ok
+                        && f->mode != HC_MODE_PASSTHROUGH && (wb ? f->dirty : f->recorded_dirty);
+  CHECK (p->route != HC_WRITE_IN_PLACE || in_place, "%s: rewritten in place", name);
+  CHECK (!in_place || first == HC_WRITE_IN_PLACE, "%s: not rewritten in place", name);
+  CHECK (p->route != HC_WRITE_IN_PLACE || f->recorded_dirty,
+         "%s: rewritten in place under a mapping recorded clean", name);
   CHECK ((p->old == HC_OLD_REPLACED) == (f->hit && p->route == HC_WRITE_COPY),
          "%s: the old copy's mapping did not move", name);
   /* Never the slow tier under a clean mapping that may be the durable one. */

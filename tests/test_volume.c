@@ -687,12 +687,32 @@ test_write_through_unrecorded (void)
   CHECK (unrecorded (v) == 2, "both copies clean, recorded dirty (%u)", unrecorded (v));
   CHECK (dirty_blocks (v) == 0, "nothing dirty");
   uint64_t c0 = commits (v);
+  size_t rec0, rec1;
+  const uint32_t at5 = where (v, 5, &rec0), at9 = where (v, 9, &rec0);
   memset (buf, 2, BS);
   CHECK (hc_volume_write (v, buf, BS, 5 * BS, 0, NULL) == 0
              && hc_volume_write (v, buf, BS, 9 * BS, 0, NULL) == 0,
          "write through both");
   CHECK (commits (v) == c0, "no commit for copies recorded dirty (%" PRIu64 " → %" PRIu64 ")", c0,
          commits (v));
+  /* Whole blocks over copies recorded dirty: rewritten where they are. */
+  CHECK (where (v, 5, &rec1) == at5 && where (v, 9, &rec1) == at9 && at5 != HC_NIL
+             && at9 != HC_NIL,
+         "rewritten in place");
+  CHECK (rec1 == rec0, "nothing recorded (%zu → %zu records)", rec0, rec1);
+  CHECK (unrecorded (v) == 2 && dirty_blocks (v) == 0, "still clean, recorded dirty");
+  CHECK (hc_tier_read (fast, got, BS, v->sb.data_off + (uint64_t) at5 * BS) == 0
+             && memcmp (got, buf, BS) == 0
+             && hc_tier_read (slow, got, BS, 5 * BS) == 0 && memcmp (got, buf, BS) == 0,
+         "both tiers have the write");
+  /* A part of a block is still copied. */
+  memset (buf, 4, BS);
+  CHECK (hc_volume_write (v, buf, 512, 9 * BS, 0, NULL) == 0 && where (v, 9, &rec1) != at9
+             && commits (v) == c0,
+         "a partial write moves the copy, without a commit");
+  CHECK (hc_volume_read (v, got, BS, 9 * BS, NULL) == 0 && got[0] == 4 && got[511] == 4
+             && got[512] == 2 && got[BS - 1] == 2,
+         "and merges the rest of the block");
   CHECK (hc_volume_clean (v) == 0 && unrecorded (v) == 0, "clean settles every copy");
   c0 = commits (v);
   memset (buf, 3, BS);

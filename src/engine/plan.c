@@ -19,9 +19,12 @@
  *   - Pass-through sends every write to the slow tier; a cached copy is
  *     dropped.  Write-around sends misses there; its hits are copied like
  *     write-through's, so that the cache never serves around them.
- *   - A whole-block write-back write over a dirty copy that may be
- *     rewritten in place is; every other write that keeps the data on the
- *     fast tier goes to a new block (copy-on-write) and the mapping moves.
+ *   - A whole-block write over a copy that may be rewritten in place is,
+ *     if the copy's records say dirty: in write-back if it is dirty, in
+ *     write-through and write-around (whose hits are written through) if
+ *     it is dirty or clean but recorded dirty.  Every other write that
+ *     keeps the data on the fast tier goes to a new block (copy-on-write)
+ *     and the mapping moves.
  *   - A miss is cached only whole, only in write-back and write-through,
  *     only if the policy admits it and a block is free.
  *   - A write that goes around the fast tier (it failed) never touches it.
@@ -45,7 +48,8 @@ hc_write_route (const struct hc_write_facts *f, enum hc_bypass *why)
     return HC_WRITE_SLOW;
   }
   if (f->hit) {
-    if (f->mode == HC_MODE_WRITEBACK && f->dirty && f->full && !f->around && f->in_place_ok)
+    if (f->full && !f->around && f->in_place_ok
+        && (f->mode == HC_MODE_WRITEBACK ? f->dirty : f->recorded_dirty))
       return HC_WRITE_IN_PLACE;
     if (f->around) {
       *why = HC_BYPASS_ERROR;
@@ -75,7 +79,8 @@ hc_write_plan (const struct hc_write_facts *f, enum hc_write_route route)
 
   switch (route) {
   case HC_WRITE_IN_PLACE:
-    return p;
+    p.to_slow = f->mode != HC_MODE_WRITEBACK;
+    break;
   case HC_WRITE_COPY:
     p.to_slow = f->hit ? f->mode != HC_MODE_WRITEBACK : f->mode == HC_MODE_WRITETHROUGH;
     break;
@@ -85,9 +90,10 @@ hc_write_plan (const struct hc_write_facts *f, enum hc_write_route route)
   }
   if (f->hit) {
     p.merge_old = !f->full;
-    p.old = route == HC_WRITE_COPY ? HC_OLD_REPLACED
-            : f->dirty             ? HC_OLD_DROP_AFTER
-                                   : HC_OLD_DROP_FIRST;
+    p.old = route == HC_WRITE_IN_PLACE ? HC_OLD_NONE
+            : route == HC_WRITE_COPY   ? HC_OLD_REPLACED
+            : f->dirty                 ? HC_OLD_DROP_AFTER
+                                       : HC_OLD_DROP_FIRST;
   }
   p.whole_to_slow = p.to_slow && f->hit && f->dirty;
   p.commit_first = p.to_slow && ((f->hit && !f->recorded_dirty) || f->unmap_pending);

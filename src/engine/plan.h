@@ -26,7 +26,7 @@ struct hc_write_facts {
 
 /* Where the data goes. */
 enum hc_write_route {
-  HC_WRITE_IN_PLACE, /* over the dirty copy, where it is (write-back only) */
+  HC_WRITE_IN_PLACE, /* over the copy, where it is (a copy recorded dirty) */
   HC_WRITE_COPY,     /* to a new cache block, if the policy admits a miss and a block is free */
   HC_WRITE_SLOW,     /* to the slow tier alone */
 };

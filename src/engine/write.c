@@ -11,17 +11,22 @@
  *   Copy-on-write.  Data never overwrites a cache block a mapping points to:
  *   a write to a cached block goes to a free block and the mapping moves, so
  *   a crash leaves the old block intact under the old, durable mapping.
- *   One exception: in write-back, a whole-block write to a dirty block of
- *   the same class is written in place.  Its slow copy is stale already and
- *   no mapping changes, so nothing is recorded; a crash during it leaves
- *   each sector old or new, which is all an unflushed write promises (a
- *   flush or FUA commits, which makes the fast tier durable first).  A
+ *   One exception: a whole-block write to a block of the same class whose
+ *   records say dirty (in write-back, a dirty block; written through, also
+ *   a clean one recorded dirty, below) is written in place.  No mapping
+ *   changes, so nothing is recorded.  A crash during it leaves each sector
+ *   of the copy old or new, which is all an unflushed write promises (a
+ *   flush or FUA commits, which makes the fast tier durable first), and
+ *   the slow copy does not matter: recovery finds the copy dirty, and the
+ *   cleaner writes it over the slow tier.  Written through, the copy is
+ *   dirty in RAM too until the slow tier has the block.  A
  *   block whose last write was FUA is still copied, so that its FUA data
  *   stays whole until the next write to it completes.  Readers of a cached
  *   block do not take its stripe (copy-on-write made that safe), so the
  *   rewrite happens only when no reader holds the block pinned, and marks
  *   it (HC_M_WRITING) so that new readers wait for the stripe.  This
- *   is what keeps a hot, dirty working set at the speed of its fast tier:
+ *   is what keeps a hot, dirty working set at the speed of its fast tier,
+ *   and a hot working set written through at the speed of its two tiers:
  *   no new block, no record, no commit to recycle the old one.
  *
  *   Commit before the slow tier changes under a cached copy.  If the slow
@@ -207,11 +212,16 @@ write_block (hc_volume *v, uint64_t blk, uint32_t boff, uint32_t blen, const uin
 
   if (p.route == HC_WRITE_IN_PLACE) {
     /* Rewritten in place (see the top of this file): nothing to record.
-     * No reader has it pinned, and new ones wait for our stripe. */
+     * No reader has it pinned, and new ones wait for our stripe.  Written
+     * through, it is dirty (its records say so already) until the slow
+     * tier has it: neither evicted nor settled meanwhile. */
     v->dir.map.blk[c].meta |= HC_M_WRITING;
+    if (p.to_slow)
+      hc_dir_set_dirty (&v->dir, c, a.hint.cls);
     pthread_mutex_unlock (&v->lock);
     if (bt && !bt->hold) {
-      bt->e[bt->n++] = (struct deferred) { .c = c, .newc = c, .src = src, .a = a };
+      bt->e[bt->n++] = (struct deferred) { .c = c, .newc = c, .src = src, .a = a,
+                                           .to_slow = p.to_slow, .commit_first = p.commit_first };
       goto out;
     }
     rc = hc_tier_write (v->fast, src, v->bs, fast_off (v, c), 0);
@@ -229,7 +239,10 @@ write_block (hc_volume *v, uint64_t blk, uint32_t boff, uint32_t blen, const uin
     pthread_mutex_unlock (&v->lock);
     if (rc < 0) /* the copy is half rewritten: the slow tier takes the block, the copy goes */
       return write_around (v, blk, boff, blen, src, flags, r, commit_after, bt);
-    goto out;
+    if (!p.to_slow)
+      goto out;
+    newc = c;
+    goto slow;
   }
 
   if (p.route == HC_WRITE_SLOW && f.hit) {
@@ -330,6 +343,7 @@ write_block (hc_volume *v, uint64_t blk, uint32_t boff, uint32_t blen, const uin
   }
 
   /* Move: the slow tier's part, and record what it settles. */
+slow:
   if (p.to_slow) {
     if (p.commit_first && (rc = hc_meta_commit (v, false)) < 0)
       goto out;
@@ -457,6 +471,7 @@ flush_batch (hc_volume *v, struct batch *bt, struct req *r, bool *commit_after)
           v->dir.stats.cls[d->a.hint.cls].flash_bytes_written += v->bs;
           v->fast_dirty = true;
           note_fua (v, d->c, bt->flags);
+          d->slow_pending = d->to_slow;
         }
         continue;
       }
