@@ -39,7 +39,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "engine/vol.h"
+#include "engine/io.h"
 #include "hintcache/hintcache.h"
 #include "hook.h"
 #include "test.h"
@@ -593,6 +593,67 @@ settle_race (void)
   settle_race_one (512);
 }
 
+/* ---- pin_limit ---- */
+
+/* Each reader of the cached block (its first 512 bytes) waits inside its
+ * fast-tier read until the test lets them all go. */
+static int
+pin_hold (struct rig *r, enum hook_op op, uint64_t off, uint64_t len, bool after, int rc)
+{
+  (void) len, (void) rc;
+  if (op == HOOK_READ && !after && off == sc.off) {
+    bump (&sc.a);
+    wait_for (&sc.b, 1, 20000);
+  }
+  (void) r;
+  return 0;
+}
+
+/* More readers of one cached block than an 8-bit pin count could hold:
+ * the door lets HC_VOL_MAX_INSIDE in, the rest wait there, and every read
+ * returns the block.  Without the door the count would pass 255 and wrap,
+ * and the block would look free while hundreds of readers use it. */
+static void
+pin_limit (void)
+{
+  enum { READERS = 300 };
+  struct rig r;
+  static uint8_t data[BS];
+  static struct reader rd[READERS];
+  pthread_t t[READERS];
+  unsigned ok = 0, started = 0;
+
+  scenario ("pin_limit");
+  rig_up (&r, HC_MODE_WRITEBACK, false);
+  memset (data, 0x3c, BS);
+  CHECK (hc_volume_write (r.v, data, BS, 9 * BS, 0, NULL) == 0, "write");
+  uint32_t c = hc_dir_find (&r.v->dir, 9);
+  CHECK (c != HC_NIL, "cached");
+  sc.off = r.v->sb.data_off + (uint64_t) c * BS;
+  sc.fast = pin_hold;
+  for (unsigned i = 0; i < READERS; i++) {
+    rd[i] = (struct reader) { .v = r.v, .off = 9 * BS };
+    started += pthread_create (&t[i], NULL, reader_main, &rd[i]) == 0;
+  }
+  CHECK (started == READERS, "%u of %u readers started", started, READERS);
+  CHECK (wait_for (&sc.a, HC_VOL_MAX_INSIDE, 10000), "%d readers inside", sc.a);
+  usleep (200 * 1000); /* the rest, had the door let them in */
+  unsigned pins = atomic_load (&r.v->pins[c]);
+  CHECK (sc.a == HC_VOL_MAX_INSIDE && pins == HC_VOL_MAX_INSIDE,
+         "the door holds readers back: %d reading, block pinned %u times (want %d)", sc.a, pins,
+         HC_VOL_MAX_INSIDE);
+  bump (&sc.b);
+  for (unsigned i = 0; i < started; i++) {
+    pthread_join (t[i], NULL);
+    ok += rd[i].rc == 0 && memcmp (rd[i].buf, data, sizeof rd[i].buf) == 0;
+  }
+  sc.fast = NULL;
+  CHECK (ok == READERS, "%u of %u reads returned the block", ok, READERS);
+  CHECK (atomic_load (&r.v->pins[c]) == 0 && atomic_load (&r.v->inside) == 0,
+         "nothing pinned, nobody inside afterwards");
+  rig_down (&r);
+}
+
 int
 main (void)
 {
@@ -606,6 +667,7 @@ main (void)
   fast_full (HC_MODE_WRITETHROUGH);
   prefetch_stall ();
   settle_race ();
+  pin_limit ();
   alarm (0);
   return test_exit ("test_races");
 }

@@ -730,6 +730,46 @@ test_write_through_unrecorded (void)
   hc_tier_close (slow);
 }
 
+/* A write-through rewrite in place whose slow-tier write fails: the copy
+ * holds the new data and the slow tier does not, so the copy must stay
+ * dirty (never dropped as clean, which would change the block by itself)
+ * until the cleaner has written it back. */
+static void
+test_write_through_in_place_error (void)
+{
+  hc_tier *smem, *fast, *slow;
+  struct hc_format_opts fo = { .mode = HC_MODE_WRITETHROUGH };
+  char why[200];
+  static uint8_t one[BS], two[BS], got[BS];
+  size_t rec;
+
+  hc_tier_new_memory (FAST, &fast);
+  hc_tier_new_memory (SLOW, &smem);
+  hc_tier_new_faulty (smem, NULL, 1, &slow);
+  hc_volume_format (fast, slow, &fo, why, sizeof why);
+  hc_volume *v = open_vol (fast, slow, false);
+  memset (one, 1, BS);
+  memset (two, 2, BS);
+  CHECK (hc_volume_write (v, one, BS, 7 * BS, 0, NULL) == 0, "write a miss");
+  uint32_t c = where (v, 7, &rec);
+  struct hc_fault_rule r = { .ops = HC_FAULT_WRITE, .fraction = 1, .err = EIO };
+  hc_tier_faulty_set (slow, &r);
+  CHECK (hc_volume_write (v, two, BS, 7 * BS, 0, NULL) == -EIO, "the slow write fails");
+  struct hc_fault_rule none = { 0 };
+  hc_tier_faulty_set (slow, &none);
+  CHECK (where (v, 7, &rec) == c && dirty_blocks (v) == 1,
+         "the copy, rewritten in place, stays dirty (%u dirty)", (unsigned) dirty_blocks (v));
+  CHECK (hc_volume_read (v, got, BS, 7 * BS, NULL) == 0 && memcmp (got, two, BS) == 0,
+         "and is what a read returns");
+  CHECK (hc_volume_clean (v) == 0 && dirty_blocks (v) == 0, "clean writes it back");
+  CHECK (hc_tier_read (smem, got, BS, 7 * BS) == 0 && memcmp (got, two, BS) == 0,
+         "the slow tier has it");
+  CHECK (hc_volume_close (v) == 0, "close");
+  hc_tier_close (slow);
+  hc_tier_close (smem);
+  hc_tier_close (fast);
+}
+
 /* Sustained write-back writes of three times the cache: the cleaner keeps
  * up (no write falls back to the slow tier for want of a clean block), the
  * class of dirty data survives to its write-back, and everything reads back. */
@@ -946,6 +986,7 @@ main (void)
   test_batched_writes ();
   test_in_place ();
   test_write_through_unrecorded ();
+  test_write_through_in_place_error ();
   test_sustained_writes ();
   test_paced_cleaning ();
   return test_exit ("test_volume");

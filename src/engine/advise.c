@@ -176,9 +176,8 @@ hc_volume_advise (hc_volume *v, uint64_t off, uint64_t len, struct hc_hint hint)
   return hc_volume_advise_from (v, off, len, hint, HC_SOURCE_ADMIN);
 }
 
-int
-hc_volume_advise_from (hc_volume *v, uint64_t off, uint64_t len, struct hc_hint hint,
-                       unsigned source)
+static int
+advise (hc_volume *v, uint64_t off, uint64_t len, struct hc_hint hint, unsigned source)
 {
   uint64_t s0, s1, b0, b1;
   unsigned cls = HC_RANGE_KEEP;
@@ -220,6 +219,16 @@ hc_volume_advise_from (hc_volume *v, uint64_t off, uint64_t len, struct hc_hint 
   if (op->unlocked)
     rc = op->unlocked (v, b0, b1);
   return rc < 0 ? rc : 0;
+}
+
+int
+hc_volume_advise_from (hc_volume *v, uint64_t off, uint64_t len, struct hc_hint hint,
+                       unsigned source)
+{
+  hc_vol_enter (v);
+  int rc = advise (v, off, len, hint, source);
+  hc_vol_leave (v);
+  return rc;
 }
 
 struct hc_hint

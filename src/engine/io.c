@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <xxhash.h>
 
 #include "io.h"
@@ -260,6 +261,17 @@ hc_vol_unlock_run (hc_volume *v, uint64_t blk, unsigned n)
 {
   for (unsigned i = n; i-- > 0;)
     pthread_rwlock_unlock (stripe (v, blk + i));
+}
+
+_Static_assert (HC_VOL_MAX_INSIDE + 1 <= UINT8_MAX, "pins are 8 bits: the threads inside and the cleaner");
+
+void
+hc_vol_enter (hc_volume *v)
+{
+  while (atomic_fetch_add_explicit (&v->inside, 1, memory_order_acquire) >= HC_VOL_MAX_INSIDE) {
+    atomic_fetch_sub_explicit (&v->inside, 1, memory_order_relaxed);
+    nanosleep (&(struct timespec) { .tv_nsec = 100 * 1000 }, NULL);
+  }
 }
 
 int

@@ -32,6 +32,22 @@ unpin (hc_volume *v, uint32_t c)
   atomic_fetch_sub_explicit (&v->pins[c], 1, memory_order_acq_rel);
 }
 
+/* The door of every call that may pin a block (reads, writes, discards and
+ * zeroes, advice, cleaning): at most HC_VOL_MAX_INSIDE threads pass it at
+ * once, so that an 8-bit pin count, with the cleaner's thread, never
+ * overflows (a thread pins a block once at most).  Those over the limit
+ * wait here, pinning nothing, until one leaves.  Every hc_vol_enter is
+ * paired with one hc_vol_leave. */
+#define HC_VOL_MAX_INSIDE 250
+
+void hc_vol_enter (hc_volume *v);
+
+static inline void
+hc_vol_leave (hc_volume *v)
+{
+  atomic_fetch_sub_explicit (&v->inside, 1, memory_order_release);
+}
+
 /* Frees a block taken for an admission that did not happen (caller holds
  * lock).  It never held a durable mapping, so it is reusable now. */
 static inline void

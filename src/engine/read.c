@@ -451,8 +451,8 @@ read_misses (hc_volume *v, uint64_t blk, unsigned n, uint8_t *dst, struct req *r
 }
 
 
-int
-hc_volume_read (hc_volume *v, void *buf, size_t len, uint64_t off, const struct hc_ioctx *ctx)
+static int
+read_request (hc_volume *v, void *buf, size_t len, uint64_t off, const struct hc_ioctx *ctx)
 {
   struct req r = { .ctx = ctx, .off = off, .len = len };
   uint8_t *dst = buf;
@@ -485,3 +485,11 @@ hc_volume_read (hc_volume *v, void *buf, size_t len, uint64_t off, const struct 
   return rc;
 }
 
+int
+hc_volume_read (hc_volume *v, void *buf, size_t len, uint64_t off, const struct hc_ioctx *ctx)
+{
+  hc_vol_enter (v);
+  int rc = read_request (v, buf, len, off, ctx);
+  hc_vol_leave (v);
+  return rc;
+}

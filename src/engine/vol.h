@@ -33,10 +33,12 @@
  *      the statistics.  Never held across I/O, except that a read-only open
  *      does its replay under it.
  *
- *   pins (one atomic 16-bit count per cache block: one per request using
- *   the block, so 65535 concurrent requests at most) are taken under `lock` and
- *   dropped without it: a pinned block is neither evicted nor reused, so
- *   data I/O on it can run unlocked.
+ *   pins (one atomic 8-bit count per cache block: one per thread using the
+ *   block) are taken under `lock` and dropped without it: a pinned block is
+ *   neither evicted nor reused, so data I/O on it can run unlocked.  A
+ *   thread pins a block once at most, and the calls that pin are entered
+ *   through hc_vol_enter, which lets HC_VOL_MAX_INSIDE threads in at once;
+ *   with the cleaner's thread, no count can pass 255.
  */
 #ifndef HC_ENGINE_VOL_H
 #define HC_ENGINE_VOL_H
@@ -100,7 +102,8 @@ struct hc_volume {
 
   pthread_mutex_t lock;
   struct hc_directory dir;
-  _Atomic uint16_t *pins;      /* readers and writers using each block (one per request) */
+  _Atomic uint8_t *pins;       /* threads using each block (one each; see the lock order) */
+  _Atomic unsigned inside;     /* threads in calls that may pin (hc_vol_enter) */
   enum hc_mode mode;
   struct hc_ranges ranges;
   struct hc_hint device_hint;

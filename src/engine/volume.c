@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "vol.h"
+#include "io.h"
 
 static const char *const mode_names[HC_MODE_COUNT] = {
   [HC_MODE_WRITETHROUGH] = "writethrough", [HC_MODE_WRITEBACK] = "writeback",
@@ -305,9 +305,11 @@ hc_volume_mode (const hc_volume *v)
 int
 hc_volume_clean (hc_volume *v)
 {
+  hc_vol_enter (v);
   long n = hc_clean_to (v, 0);
   if (n >= 0)
     n = hc_vol_settle (v, false);
+  hc_vol_leave (v);
   if (n < 0)
     return (int) n;
   return hc_meta_commit (v, false);

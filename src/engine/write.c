@@ -556,9 +556,10 @@ write_batch (hc_volume *v, uint64_t blk, unsigned *np, const uint8_t *src, unsig
 }
 
 
-int
-hc_volume_write (hc_volume *v, const void *buf, size_t len, uint64_t off, unsigned flags,
-                 const struct hc_ioctx *ctx)
+/* A write, past the door (hc_volume_write, and range_op's partial blocks). */
+static int
+write_request (hc_volume *v, const void *buf, size_t len, uint64_t off, unsigned flags,
+               const struct hc_ioctx *ctx)
 {
   struct req r = { .ctx = ctx, .off = off, .len = len };
   const uint8_t *src = buf;
@@ -595,6 +596,16 @@ hc_volume_write (hc_volume *v, const void *buf, size_t len, uint64_t off, unsign
   hc_vol_bounce_done (v, &r);
   if (rc == 0 && commit)
     rc = hc_meta_commit (v, false);
+  return rc;
+}
+
+int
+hc_volume_write (hc_volume *v, const void *buf, size_t len, uint64_t off, unsigned flags,
+                 const struct hc_ioctx *ctx)
+{
+  hc_vol_enter (v);
+  int rc = write_request (v, buf, len, off, flags, ctx);
+  hc_vol_leave (v);
   return rc;
 }
 
@@ -660,10 +671,10 @@ range_op (hc_volume *v, uint64_t off, uint64_t len, unsigned flags, const struct
       return -ENOMEM;
     uint64_t head_end = b0 > b1 ? off + len : b0 << v->bshift;
     if (off < head_end)
-      rc = hc_volume_write (v, zeros, head_end - off, off, 0, ctx);
+      rc = write_request (v, zeros, head_end - off, off, 0, ctx);
     uint64_t tail_start = b1 << v->bshift;
     if (rc == 0 && b0 <= b1 && tail_start < off + len)
-      rc = hc_volume_write (v, zeros, off + len - tail_start, tail_start, 0, ctx);
+      rc = write_request (v, zeros, off + len - tail_start, tail_start, 0, ctx);
     free (zeros);
   }
   if (rc == 0 && b0 < b1) {
@@ -700,7 +711,10 @@ range_op (hc_volume *v, uint64_t off, uint64_t len, unsigned flags, const struct
 int
 hc_volume_discard (hc_volume *v, uint64_t off, uint64_t len, const struct hc_ioctx *ctx)
 {
-  return range_op (v, off, len, 0, ctx, false);
+  hc_vol_enter (v);
+  int rc = range_op (v, off, len, 0, ctx, false);
+  hc_vol_leave (v);
+  return rc;
 }
 
 int
@@ -709,6 +723,9 @@ hc_volume_zero (hc_volume *v, uint64_t off, uint64_t len, unsigned flags,
 {
   if (flags & ~(unsigned) HC_VOL_FUA)
     return -EINVAL;
-  return range_op (v, off, len, flags, ctx, true);
+  hc_vol_enter (v);
+  int rc = range_op (v, off, len, flags, ctx, true);
+  hc_vol_leave (v);
+  return rc;
 }
 
