@@ -28,7 +28,11 @@
 # twice), so that they cannot turn into hits.  Files live in /var/tmp and
 # are pinned in the page cache while measuring (vmtouch): the "slow" and
 # "fast" files are the same medium here, so the ratios measure the
-# software, not the devices.
+# software, not the devices.  Every run starts after `sync`: otherwise the
+# dirty pages the run before left (up to 512 MiB of writes) are written
+# out by the kernel during the next run, whichever server it measures, and
+# the server that runs first in each round pays for the last round's
+# writes.
 #
 # Prints one row per cell: hintcache, the reference, the cache filter, the
 # two ratios and the goal (hits >= 0.90x file; misses >= 0.50x; bypass >=
@@ -84,6 +88,7 @@ start_filter() {         # start_filter MODE: an empty cache
 fio_run() {              # fio_run NAME EXPORT RW BS QD OFFSET SIZE IO_SIZE -> a number
   local name=$1 export=$2 rw=$3 bs=$4 qd=$5 off=$6 size=$7 io=$8 timed=()
   [ "$io" = timed ] && timed=(--time_based --runtime="$secs" --ramp_time=1) && io=$size
+  sync
   fio --name=b --ioengine=nbd --uri="nbd+unix:///$export?socket=$dir/$name.sock" --rw="$rw" \
       --bs="$bs" --iodepth="$qd" --numjobs=1 --offset="$off" --size="$size" --io_size="$io" \
       "${timed[@]}" --randrepeat=0 --output-format=json --output="$dir/fio.json" >"$dir/fio.out" 2>&1 \
