@@ -203,7 +203,8 @@ test_file (void)
   CHECK_EQ (hc_tier_open_file (path, 0, &t), 0, "open %s", path);
   tier_conformance (&t, "file",
                     &(struct tier_caps) { .size = MiB,
-                                          .caps = HC_CAP_PERSISTENT | HC_CAP_FUA | HC_CAP_DISCARD,
+                                          .caps = HC_CAP_PERSISTENT | HC_CAP_FUA | HC_CAP_DISCARD
+                                                  | HC_CAP_PREFETCH,
                                           .name = name, .zeroed = true, .reopen = reopen_file,
                                           .arg = &(struct reopen) { path, 0 } });
 
@@ -223,8 +224,8 @@ test_file (void)
   CHECK_EQ (hc_tier_open_file (path, HC_TIER_READONLY, &ro), 0, "open read-only");
   CHECK (tc_reads_as (ro, 512 * KiB + 4096, a + 4096, 4096), "persistent");
   tier_conformance (&ro, "read-only file",
-                    &(struct tier_caps) { .size = MiB, .caps = HC_CAP_PERSISTENT, .name = name,
-                                          .readonly = true, .reopen = reopen_file,
+                    &(struct tier_caps) { .size = MiB, .caps = HC_CAP_PERSISTENT | HC_CAP_PREFETCH,
+                                          .name = name, .readonly = true, .reopen = reopen_file,
                                           .arg = &(struct reopen) { path, HC_TIER_READONLY } });
   CHECK (tc_reads_as (ro, 512 * KiB + 4096, a + 4096, 4096), "unchanged");
   hc_tier_close (ro);

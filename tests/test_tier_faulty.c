@@ -163,7 +163,8 @@ test_conformance (void)
   f = reopen_faulty_file (NULL, &ff);
   tier_conformance (&f, "faulty file",
                     &(struct tier_caps) { .size = size,
-                                          .caps = HC_CAP_PERSISTENT | HC_CAP_FUA | HC_CAP_DISCARD,
+                                          .caps = HC_CAP_PERSISTENT | HC_CAP_FUA | HC_CAP_DISCARD
+                                                  | HC_CAP_PREFETCH,
                                           .name = name, .zeroed = true,
                                           .reopen = reopen_faulty_file, .arg = &ff });
   hc_tier_close (f);

@@ -712,7 +712,8 @@ test_errors (void)
     snprintf (name, sizeof name, "file:%s", path);
     tier_conformance (&t, "file via hc_tier_open",
                       &(struct tier_caps) { .size = 1 * MiB,
-                                            .caps = HC_CAP_PERSISTENT | HC_CAP_FUA | HC_CAP_DISCARD,
+                                            .caps = HC_CAP_PERSISTENT | HC_CAP_FUA | HC_CAP_DISCARD
+                                                    | HC_CAP_PREFETCH,
                                             .name = name, .zeroed = true, .reopen = reopen_spec,
                                             .arg = path });
     hc_tier_close (t);

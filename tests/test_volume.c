@@ -770,6 +770,61 @@ test_write_through_in_place_error (void)
   hc_tier_close (fast);
 }
 
+/* A sequential stream's readahead.  Over a slow tier that reads ahead into
+ * a cache of its own (a file), the window is announced to the tier and the
+ * stream keeps no copy of it; over one that does not (memory), the stream
+ * keeps the window.  Either way every read returns the slow tier's data. */
+static void
+test_readahead (void)
+{
+  static uint8_t data[4u << 20], got[64 << 10];
+  char path[512];
+
+  fill (data, sizeof data, 11);
+  for (int file = 0; file < 2; file++) {
+    hc_tier *fast, *slow = NULL;
+    struct hc_format_opts fo = { .mode = HC_MODE_WRITEBACK };
+    struct hc_open_opts oo = { .no_cleaner = true, .seq_cutoff = 128 << 10 };
+    hc_volume *v = NULL;
+    hc_stream *st = NULL;
+    char why[200];
+    int fd = -1;
+
+    hc_tier_new_memory (FAST, &fast);
+    if (file) {
+      snprintf (path, sizeof path, "%s/hc-readahead-XXXXXX", test_tmp ());
+      fd = mkstemp (path);
+      CHECK (fd >= 0 && ftruncate (fd, SLOW) == 0, "temp file");
+      CHECK (hc_tier_open_file (path, 0, &slow) == 0, "open %s", path);
+    } else
+      hc_tier_new_memory (SLOW, &slow);
+    const char *what = file ? "file" : "memory";
+    CHECK (hc_tier_write (slow, data, sizeof data, 0, 0) == 0, "%s: data", what);
+    CHECK (hc_volume_format (fast, slow, &fo, why, sizeof why) == 0, "format: %s", why);
+    CHECK (hc_volume_open (fast, slow, &oo, &v, why, sizeof why) == 0, "open: %s", why);
+    CHECK (hc_stream_new (v, (struct hc_hint) { 0 }, &st) == 0, "stream");
+    struct hc_ioctx ctx = { .stream = st };
+    unsigned bad = 0;
+    for (uint64_t off = 0; off < sizeof data; off += sizeof got)
+      bad += hc_volume_read (v, got, sizeof got, off, &ctx) != 0
+             || memcmp (got, data + off, sizeof got) != 0;
+    CHECK (bad == 0, "%s: %u sequential reads wrong", what, bad);
+    CHECK (st->ra.n > 0, "%s: the stream read ahead", what);
+    if (file)
+      CHECK (st->ra.buf == NULL, "file: the page cache holds the window, the stream no copy");
+    else
+      CHECK (st->ra.buf != NULL, "memory: the stream holds the window");
+    hc_stream_free (st);
+    CHECK (hc_volume_close (v) == 0, "close");
+    hc_tier_close (slow);
+    hc_tier_close (fast);
+    if (fd >= 0) {
+      close (fd);
+      unlink (path);
+    }
+  }
+}
+
 /* Sustained write-back writes of three times the cache: the cleaner keeps
  * up (no write falls back to the slow tier for want of a clean block), the
  * class of dirty data survives to its write-back, and everything reads back. */
@@ -987,6 +1042,7 @@ main (void)
   test_in_place ();
   test_write_through_unrecorded ();
   test_write_through_in_place_error ();
+  test_readahead ();
   test_sustained_writes ();
   test_paced_cleaning ();
   return test_exit ("test_volume");

@@ -189,6 +189,11 @@ tc_identity (hc_tier *t, const char *what, const struct tier_caps *c)
   CHECK (size % HC_SECTOR_SIZE == 0, "%s: size %llu in whole sectors", what,
          (unsigned long long) size);
   CHECK (caps == c->caps, "%s: caps %#x, expected %#x", what, caps, c->caps);
+  /* Readahead is advice: it works where the tier says so, and is refused
+   * (never pretended) elsewhere. */
+  int pf = hc_tier_prefetch (t, 0, size);
+  CHECK (pf == ((caps & HC_CAP_PREFETCH) ? 0 : -EOPNOTSUPP), "%s: prefetch gave %d", what, pf);
+  CHECK (hc_tier_prefetch (t, size, HC_SECTOR_SIZE) == -EINVAL, "%s: prefetch past the end", what);
   CHECK (!c->readonly || !(caps & (HC_CAP_FUA | HC_CAP_DISCARD)),
          "%s: a read-only tier claims FUA or discard (%#x)", what, caps);
   CHECK (name && name[0] && strlen (name) < 128, "%s: a name", what);

@@ -59,6 +59,8 @@ enum hc_tier_cap {
   HC_CAP_DISCARD    = 1u << 1, /* discard releases space (reads then return zeros) */
   HC_CAP_ROTATIONAL = 1u << 2, /* seeks cost time (a disk) */
   HC_CAP_PERSISTENT = 1u << 3, /* contents survive closing the tier */
+  HC_CAP_PREFETCH   = 1u << 4, /* hc_tier_prefetch works: the tier reads ahead into a cache of
+                                  its own (a file read through the page cache) */
 };
 
 /* Write flags. */
@@ -91,6 +93,14 @@ int hc_tier_flush (hc_tier *t);
 
 /* Releases [off, off+len): later reads of it return zeros. */
 int hc_tier_discard (hc_tier *t, uint64_t off, uint64_t len);
+
+/* Starts reading [off, off+len) ahead of a reader, without waiting for it,
+ * into a cache the tier keeps (the page cache, for a file): later reads of
+ * the range are then served from memory.  Advisory: the data a read returns
+ * never depends on it.  Returns 0, -EOPNOTSUPP if the tier has no such
+ * cache (no HC_CAP_PREFETCH: a caller wanting readahead keeps a copy of its
+ * own), or another negative errno. */
+int hc_tier_prefetch (hc_tier *t, uint64_t off, uint64_t len);
 
 /* Writes zeros over [off, off+len), efficiently where the tier can. */
 int hc_tier_zero (hc_tier *t, uint64_t off, uint64_t len);

@@ -289,13 +289,22 @@ read_hits (hc_volume *v, uint64_t blk, unsigned n, uint8_t *dst, struct req *r)
  * than the slow tier).  The caller holds the stripes of blocks [blk,
  * blk+k), so no write to them is under way, and the count is read after
  * taking them: a window older than a write to any of them is not served.
- * Reads blocks [blk, blk+k) into dst; returns 0 or a negative errno. */
+ *
+ * A slow tier that reads ahead into a cache of its own (HC_CAP_PREFETCH: a
+ * file, through the page cache) is told to read the window instead, and
+ * every request is read from the tier directly: a window copied into the
+ * stream's buffer would copy every byte twice, once into the window and
+ * once out of it, where the tier's cache costs one copy.  The window's
+ * bounds and growth are the same; no data is kept, so nothing can be
+ * stale.  Reads blocks [blk, blk+k) into dst; returns 0 or a negative
+ * errno. */
 static int
 read_ahead (hc_volume *v, struct req *r, uint64_t blk, unsigned k, uint8_t *dst)
 {
   struct hc_readahead *ra = &r->ctx->stream->ra;
   const size_t len = (size_t) k << v->bshift;
   const uint32_t max = HC_RA_MAX >> v->bshift;
+  const bool tier_cache = hc_tier_caps (v->slow) & HC_CAP_PREFETCH;
   int rc;
 
   hc_lock (&ra->lock);
@@ -306,14 +315,18 @@ read_ahead (hc_volume *v, struct req *r, uint64_t blk, unsigned k, uint8_t *dst)
   hc_lock (&v->lock);
   uint64_t gen = v->slow_gen;
   pthread_mutex_unlock (&v->lock);
-  if (ra->n && ra->gen == gen && blk >= ra->blk && blk + k <= ra->blk + ra->n) {
+  if (ra->n && (tier_cache || ra->gen == gen) && blk >= ra->blk && blk + k <= ra->blk + ra->n) {
+    if (tier_cache) {
+      pthread_mutex_unlock (&ra->lock);
+      return hc_tier_read (v->slow, dst, len, blk << v->bshift);
+    }
     memcpy (dst, ra->buf + ((blk - ra->blk) << v->bshift), len);
     pthread_mutex_unlock (&ra->lock);
     return 0;
   }
   bool goes_on = ra->n && blk == ra->blk + ra->n;
   if ((!r->seq && !goes_on) || k >= max
-      || (!ra->buf && !(ra->buf = aligned_alloc (4096, HC_RA_MAX)))) {
+      || (!tier_cache && !ra->buf && !(ra->buf = aligned_alloc (4096, HC_RA_MAX)))) {
     pthread_mutex_unlock (&ra->lock);
     return hc_tier_read (v->slow, dst, len, blk << v->bshift);
   }
@@ -321,6 +334,16 @@ read_ahead (hc_volume *v, struct req *r, uint64_t blk, unsigned k, uint8_t *dst)
   uint64_t n = ra->size > k ? ra->size : k;
   if (n > v->nslow - blk)
     n = v->nslow - blk;
+  if (tier_cache) {
+    /* The window is announced, not kept: the tier reads what lies past the
+     * request while the request is read. */
+    ra->blk = blk;
+    ra->n = (uint32_t) n;
+    if (n > k)
+      hc_tier_prefetch (v->slow, (blk + k) << v->bshift, (n - k) << v->bshift);
+    pthread_mutex_unlock (&ra->lock);
+    return hc_tier_read (v->slow, dst, len, blk << v->bshift);
+  }
   ra->n = 0;
   rc = hc_tier_read (v->slow, ra->buf, (size_t) n << v->bshift, blk << v->bshift);
   if (rc == 0) {

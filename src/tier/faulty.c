@@ -398,6 +398,13 @@ faulty_discard (hc_tier *t, uint64_t off, uint64_t len)
   return change (t, CHANGE_DISCARD, NULL, len, off, 0);
 }
 
+/* Readahead: advice, passed down (it changes no data). */
+static int
+faulty_prefetch (hc_tier *t, uint64_t off, uint64_t len)
+{
+  return hc_tier_prefetch (((struct faulty_tier *) t)->lower, off, len);
+}
+
 /* Zeros: a write of zeros, as far as faults and power go. */
 static int
 faulty_zero (hc_tier *t, uint64_t off, uint64_t len)
@@ -434,6 +441,7 @@ static const struct hc_tier_ops faulty_ops = {
   .flush = faulty_flush,
   .discard = faulty_discard,
   .zero = faulty_zero,
+  .prefetch = faulty_prefetch,
   .close = faulty_close,
 };
 

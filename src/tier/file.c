@@ -216,6 +216,15 @@ file_zero (hc_tier *t, uint64_t off, uint64_t len)
   return fill_zeros (t, off, len, FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE);
 }
 
+/* Starts the kernel's readahead of a range into the page cache. */
+static int
+file_prefetch (hc_tier *t, uint64_t off, uint64_t len)
+{
+  struct file_tier *f = (struct file_tier *) t;
+
+  return -posix_fadvise (f->fd, (off_t) off, (off_t) len, POSIX_FADV_WILLNEED);
+}
+
 /* Closes the descriptor and frees the tier. */
 static void
 file_close (hc_tier *t)
@@ -233,6 +242,7 @@ static const struct hc_tier_ops file_ops = {
   .flush = file_flush,
   .discard = file_discard,
   .zero = file_zero,
+  .prefetch = file_prefetch,
   .close = file_close,
 };
 
@@ -398,6 +408,8 @@ hc_tier_open_file (const char *path, unsigned flags, hc_tier **out)
   f->fd = fd;
   f->readonly = readonly;
   f->direct = flags & HC_TIER_DIRECT;
+  if (!f->direct) /* O_DIRECT reads bypass the page cache */
+    caps |= HC_CAP_PREFETCH;
   snprintf (name, sizeof name, "file:%s", path);
   hc_tier_init (&f->base, &file_ops, size, caps, name);
   struct stat st;

@@ -3,7 +3,8 @@
  * The door checks alignment, range and flags, so that implementations and
  * decorators trust their arguments; a zero length succeeds without reaching
  * them (an empty FUA write is a flush); optional operations (discard,
- * zero) fall back to writing zeros.
+ * zero) fall back to writing zeros, and prefetch, which only advises,
+ * says -EOPNOTSUPP where the tier has no cache to read ahead into.
  * Failures from below must be negative errnos — asserted, since a positive
  * or stray value there is a bug in an implementation.
  */
@@ -100,6 +101,17 @@ hc_tier_discard (hc_tier *t, uint64_t off, uint64_t len)
   if (t->ops->discard)
     return result (t->ops->discard (t, off, len));
   return result (t->ops->zero ? t->ops->zero (t, off, len) : hc_tier_zero_by_writes (t, off, len));
+}
+
+int
+hc_tier_prefetch (hc_tier *t, uint64_t off, uint64_t len)
+{
+  int rc = check_range (t, off, len);
+  if (rc < 0 || len == 0)
+    return rc;
+  if (!(t->caps & HC_CAP_PREFETCH) || !t->ops->prefetch)
+    return -EOPNOTSUPP;
+  return result (t->ops->prefetch (t, off, len));
 }
 
 int

@@ -22,6 +22,8 @@ struct hc_tier_ops {
   int (*discard) (hc_tier *t, uint64_t off, uint64_t len);
   /* Optional: NULL means the door writes zero buffers. */
   int (*zero) (hc_tier *t, uint64_t off, uint64_t len);
+  /* Optional, with HC_CAP_PREFETCH: starts reading a range ahead. */
+  int (*prefetch) (hc_tier *t, uint64_t off, uint64_t len);
   void (*close) (hc_tier *t);
 };
 

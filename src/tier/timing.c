@@ -266,7 +266,9 @@ hc_tier_new_timing (hc_tier *lower, const struct hc_timing_params *p, hc_tier **
   tt->lower = lower;
   /* The modeled device decides whether seeks cost time, whatever lies
    * below (a flash model over a file on a disk is still flash). */
-  caps = hc_tier_caps (lower) & ~(unsigned) HC_CAP_ROTATIONAL;
+  /* Not HC_CAP_PREFETCH: what the tier below reads ahead would still be
+   * charged its modeled service time here. */
+  caps = hc_tier_caps (lower) & ~(unsigned) (HC_CAP_ROTATIONAL | HC_CAP_PREFETCH);
   if (p->rotational)
     caps |= HC_CAP_ROTATIONAL;
   if (snprintf (name, sizeof name, "timing(%s)", hc_tier_name (lower)) >= (int) sizeof name)
