@@ -378,7 +378,7 @@ main (int argc, char **argv)
   printf ("\nRAM for mapping and policy state per cached block (goal <= 24 bytes):\n");
   for (unsigned p = 0; hc_policy_name (p); p++) {
     unsigned id = (unsigned) hc_policy_find (hc_policy_name (p));
-    printf ("  %-10s  1M blocks: %5.1f B   16M blocks: %5.1f B\n", hc_policy_name (p),
+    printf ("  %-10s  1M blocks: %6.2f B   16M blocks: %6.2f B\n", hc_policy_name (p),
             ram_per_block (1u << 20, id), quick ? ram_per_block (1u << 20, id)
                                                 : ram_per_block (16u << 20, id));
   }

@@ -44,8 +44,8 @@
  * probation queue as in OLTP) is chosen by the same means.
  *
  * Cost: HC_FX_KNOBS + 1 miniature directories — 0.54 bytes of RAM per
- * cached block at 1 M blocks (23.2 in all with the map and S3-FIFO, within
- * the 24-byte budget), a fixed ~150 KiB under 256 K blocks — and, for the
+ * cached block at 1 M blocks (22.94 in all with the map and S3-FIFO, and
+ * with the volume's pin count 23.94, within the 24-byte budget), a fixed ~150 KiB under 256 K blocks — and, for the
  * sampled accesses, an access to each.
  *
  * Constants.  The rate and the floor are the paper's; the margin (1/16 of

@@ -27,7 +27,7 @@
  * A hash index of 8-slot buckets (32-bit slots holding a block number and
  * hash tag bits; two candidate buckets per origin; load ≤ 0.75) finds the
  * block holding an origin.  In all, 16 + ~5.5 bytes per block;
- * pins (2 bytes) live beside it in the engine.
+ * pins (1 byte) live beside it in the engine.
  *
  * Not thread-safe: the owner (the volume, under its lock, or the replayer)
  * serialises calls.
