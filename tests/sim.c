@@ -519,6 +519,9 @@ rig_open (const struct hc_open_opts *oo)
   pthread_mutex_lock (&R.v->lock);
   R.v->settle_idle_ns = (current_seed % 4) * 100000000ull;
   R.v->settle_busy_ns = (current_seed % 3) * 5000000ull;
+  /* Fills of runs of misses: by trials, always on the reader's thread, or
+   * always deferred to the filler (fill.c). */
+  R.v->fill_way.force = (uint8_t) (current_seed / 3 % 3);
   pthread_mutex_unlock (&R.v->lock);
 }
 

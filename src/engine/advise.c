@@ -118,7 +118,7 @@ evict_unlocked (hc_volume *v, uint64_t b0, uint64_t b1)
     if (c != HC_NIL)
       rc = hc_vol_writeback (v, c, false);
     if (rc >= 0 && c != HC_NIL) {
-      hc_wrlock (stripe (v, b));
+      stripe_wrlock (v, b);
       hc_lock (&v->lock);
       c = hc_dir_find (&v->dir, b);
       if (c != HC_NIL && !(v->dir.map.blk[c].meta & HC_M_DIRTY) && !hc_vol_busy (v, c)) {

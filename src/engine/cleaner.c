@@ -181,14 +181,14 @@ hc_vol_settle (hc_volume *v, bool try)
     pthread_mutex_unlock (&v->lock);
     for (size_t i = 0; i < n; i++) {
       pthread_rwlock_t *s = stripe (v, cand[i].origin);
-      if (try && hc_trywrlock (s) != 0) {
+      if (try && stripe_trywrlock (v, cand[i].origin) != 0) {
         hc_lock (&v->lock);
         v->unsettled = true;
         pthread_mutex_unlock (&v->lock);
         continue;
       }
       if (!try)
-        hc_wrlock (s);
+        stripe_wrlock (v, cand[i].origin);
       hc_lock (&v->lock);
       uint64_t *w = &v->dir.map.blk[cand[i].c].meta;
       if ((*w & HC_M_UNRECORDED) && hc_meta_origin (*w) == cand[i].origin) {
@@ -326,7 +326,7 @@ prefetch_block (hc_volume *v, uint64_t blk, struct hc_hint hint, uint8_t *buf)
   int rc;
 
   a.hint.advice = HC_ADVICE_WILLNEED;
-  hc_wrlock (stripe (v, blk));
+  stripe_wrlock (v, blk);
   hc_lock (&v->lock);
   if ((c = hc_dir_find (&v->dir, blk)) != HC_NIL) {
     hc_dir_protect (&v->dir, c);
@@ -384,10 +384,10 @@ hc_vol_writeback (hc_volume *v, uint32_t c, bool try)
   blk = hc_meta_origin (w);
   for (int attempt = 0;; attempt++) {
     if (try) {
-      if (hc_trywrlock (stripe (v, blk)) != 0)
+      if (stripe_trywrlock (v, blk) != 0)
         return 0;
     } else {
-      hc_wrlock (stripe (v, blk));
+      stripe_wrlock (v, blk);
     }
     hc_lock (&v->lock);
     if (hc_dir_find (&v->dir, blk) != c || !(v->dir.map.blk[c].meta & HC_M_DIRTY)) {

@@ -249,8 +249,8 @@ hc_vol_lock_run (hc_volume *v, uint64_t blk, unsigned n, bool excl)
 {
   unsigned k = 1;
 
-  excl ? hc_wrlock (stripe (v, blk)) : hc_rdlock (stripe (v, blk));
-  while (k < n && (excl ? hc_trywrlock (stripe (v, blk + k))
+  excl ? stripe_wrlock (v, blk) : hc_rdlock (stripe (v, blk));
+  while (k < n && (excl ? stripe_trywrlock (v, blk + k)
                         : hc_tryrdlock (stripe (v, blk + k))) == 0)
     k++;
   return k;
@@ -305,7 +305,7 @@ hc_vol_tail_io (hc_volume *v, uint8_t *dst, const uint8_t *src, uint64_t len, ui
     return v->opts.read_only ? -EROFS : -EIO;
   if (!(b = malloc (a1 - a0)))
     return -ENOMEM;
-  src ? hc_wrlock (stripe (v, v->nslow)) : hc_rdlock (stripe (v, v->nslow));
+  src ? stripe_wrlock (v, v->nslow) : hc_rdlock (stripe (v, v->nslow));
   if (!src || t0 != a0 || t1 != a1)
     rc = hc_tier_read (v->slow, b, a1 - a0, a0);
   if (rc == 0 && dst)
@@ -327,7 +327,7 @@ void
 hc_vol_lock_stripes (hc_volume *v)
 {
   for (unsigned i = 0; i < v->nstripes; i++)
-    hc_wrlock (&v->stripes[i]);
+    stripe_wrlock (v, i);
 }
 
 void

@@ -14,6 +14,26 @@ stripe (hc_volume *v, uint64_t blk)
   return &v->stripes[blk & (v->nstripes - 1)];
 }
 
+/* Takes blk's stripe exclusively.  Every exclusive hold of a stripe counts
+ * in its generation (stripe_gen): a background fill installs a block only
+ * if its stripe's count has not moved since the block was read (fill.c). */
+static inline void
+stripe_wrlock (hc_volume *v, uint64_t blk)
+{
+  hc_wrlock (stripe (v, blk));
+  v->stripe_gen[blk & (v->nstripes - 1)]++;
+}
+
+/* The same, if the stripe is free at once; returns 0 or EBUSY. */
+static inline int
+stripe_trywrlock (hc_volume *v, uint64_t blk)
+{
+  int rc = hc_trywrlock (stripe (v, blk));
+  if (rc == 0)
+    v->stripe_gen[blk & (v->nstripes - 1)]++;
+  return rc;
+}
+
 static inline uint64_t
 fast_off (hc_volume *v, uint32_t c)
 {
@@ -149,6 +169,30 @@ void hc_vol_req_start (hc_volume *v, struct req *r);
  * end of its use. */
 uint8_t *hc_vol_bounce (hc_volume *v, struct req *r);
 void hc_vol_bounce_done (hc_volume *v, struct req *r);
+
+/* The most blocks a read-miss fill holds (a run of misses, read.c). */
+#define HC_FILL_MAX 256
+
+/* Writes the blocks of a missed run blk … blk+k−1 (k ≤ HC_FILL_MAX) that
+ * were given cache blocks (newc[i], or HC_NIL) to the fast tier from data,
+ * one write per run of consecutive cache blocks, and installs them, or
+ * gives them back if the write failed (the rest of request r then goes
+ * around the fast tier).  With gen NULL the caller holds the run's stripes
+ * shared; otherwise gen[i] is block i's stripe generation when its data
+ * was read, and a block whose stripe is busy or has been held exclusively
+ * since is given back (fill.c).  Returns whether a commit is due now (the
+ * caller commits, after releasing its stripes). */
+bool hc_fill_run (hc_volume *v, uint64_t blk, unsigned k, const uint32_t *newc,
+                  const struct hc_access *a, const uint8_t *data, const uint32_t *gen,
+                  struct req *r);
+
+/* Hands the fill of a run just read (as for hc_fill_run; the caller holds
+ * the run's stripes shared, and some block was given a cache block) to the
+ * filler thread, with a copy of its data.  Returns false if the volume has
+ * no filler (the caller fills); true if the filler owns the run's cache
+ * blocks now — or if the queue was full and they were given back. */
+bool hc_fill_defer (hc_volume *v, uint64_t blk, unsigned k, const uint32_t *newc,
+                    const struct hc_access *a, const uint8_t *data);
 
 /* Takes the stripes of blocks blk … blk+n−1, waiting only for the first,
  * shared or exclusive (excl); returns how many it took (≥ 1).  Unlock

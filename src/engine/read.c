@@ -5,7 +5,8 @@
  * that a fill cannot install data older than a concurrent write.  Requests
  * of many whole blocks go by runs: a run of hits is read with as few fast
  * tier reads as its cache blocks allow (read_hits), a run of misses is one
- * slow-tier read, filled to the fast tier in runs (read_misses), and a
+ * slow-tier read, filled to the fast tier in runs, in the background where
+ * the volume has a filler thread (read_misses, fill.c), and a
  * sequential stream's misses are served from a readahead window
  * (read_ahead).
  */
@@ -74,7 +75,7 @@ static int
 read_around (hc_volume *v, uint64_t blk, uint32_t c, uint32_t boff, uint32_t blen, uint8_t *dst,
              struct req *r)
 {
-  hc_wrlock (stripe (v, blk));
+  stripe_wrlock (v, blk);
   hc_lock (&v->lock);
   if (hc_dir_find (&v->dir, blk) == c && !(v->dir.map.blk[c].meta & HC_M_DIRTY)) {
     hc_dir_invalidate (&v->dir, c);
@@ -312,9 +313,12 @@ read_ahead (hc_volume *v, struct req *r, uint64_t blk, unsigned k, uint8_t *dst)
     pthread_mutex_unlock (&ra->lock);
     return hc_tier_read (v->slow, dst, len, blk << v->bshift);
   }
-  hc_lock (&v->lock);
-  uint64_t gen = v->slow_gen;
-  pthread_mutex_unlock (&v->lock);
+  uint64_t gen = 0;
+  if (!tier_cache) { /* a window kept here is stale once the slow tier is written */
+    hc_lock (&v->lock);
+    gen = v->slow_gen;
+    pthread_mutex_unlock (&v->lock);
+  }
   if (ra->n && (tier_cache || ra->gen == gen) && blk >= ra->blk && blk + k <= ra->blk + ra->n) {
     if (tier_cache) {
       pthread_mutex_unlock (&ra->lock);
@@ -359,19 +363,21 @@ read_ahead (hc_volume *v, struct req *r, uint64_t blk, unsigned k, uint8_t *dst)
 
 /* Reads whole blocks blk … blk+n−1 (n ≤ MISS_BATCH) while they are misses:
  * the run is one read of the slow tier, straight into the caller's buffer,
- * and the blocks the policy admits are written to the fast tier from there,
- * each run of them that got consecutive cache blocks as one write, and
- * installed in one trip through the volume lock.  A miss of many blocks
- * therefore costs one slow-tier round trip, admitted or declined, rather
- * than one per block.  The run's stripes are held shared throughout, as
- * read_block holds one: no write can land between the slow read and the
- * install.  Blocks are taken without waiting for the cleaner (it skips
+ * and the blocks the policy admits are filled from there (fill.c): on the
+ * filler thread, after the caller has its data, where the volume has one;
+ * else here, each run of them that got consecutive cache blocks as one
+ * write, installed in one trip through the volume lock.  A miss of many
+ * blocks therefore costs one slow-tier round trip, admitted or declined,
+ * rather than one per block.  The run's stripes are held shared from the
+ * read to a fill made here, as read_block holds one: no write can land
+ * between the slow read and the install (the filler checks the stripes'
+ * generations instead).  Blocks are taken without waiting for the cleaner (it skips
  * blocks whose stripes are held, and this holds many): with no clean room,
  * a block is declined as full.  Stops before the first block that is
  * cached (or dirty in pass-through): read_hits or read_block takes it.
  * Returns the blocks read (0: the first was cached after all), or a
  * negative errno. */
-#define MISS_BATCH 256 /* at most v->nstripes */
+#define MISS_BATCH HC_FILL_MAX /* at most v->nstripes */
 
 static long
 read_misses (hc_volume *v, uint64_t blk, unsigned n, uint8_t *dst, struct req *r)
@@ -379,7 +385,9 @@ read_misses (hc_volume *v, uint64_t blk, unsigned n, uint8_t *dst, struct req *r
   uint32_t newc[MISS_BATCH];
   struct hc_access a[MISS_BATCH];
   unsigned k, admitted = 0;
-  int rc;
+  const uint64_t t0 = hc_now_ns ();
+  bool defer = false;
+  int trial = -1, rc;
 
   enum { AHEAD = 16 }; /* the map's buckets loading ahead, as in read_hits */
   for (unsigned i = 0; i < n && i < AHEAD; i++)
@@ -412,6 +420,8 @@ read_misses (hc_volume *v, uint64_t blk, unsigned n, uint8_t *dst, struct req *r
     else
       admitted++;
   }
+  if (admitted)
+    trial = hc_fill_way (v, &defer);
   pthread_mutex_unlock (&v->lock);
 
   if (k < n)
@@ -434,42 +444,15 @@ read_misses (hc_volume *v, uint64_t blk, unsigned n, uint8_t *dst, struct req *r
     return rc < 0 ? rc : (long) k;
   }
 
-  /* Fill: each run of admitted blocks in consecutive cache blocks is one
-   * write, and its blocks are installed (or given back) under one lock. */
-  bool commit_now = false;
-  for (unsigned i = 0, j; i < k; i = j) {
-    if (newc[i] == HC_NIL) {
-      j = i + 1;
-      continue;
-    }
-    for (j = i + 1; j < k && newc[j] != HC_NIL && newc[j] == newc[j - 1] + 1; j++)
-      ;
-    const uint8_t *src = dst + ((size_t) i << v->bshift);
-    int w = around (v, r) ? -EIO
-                          : hc_tier_write (v->fast, src, (size_t) (j - i) << v->bshift,
-                                           fast_off (v, newc[i]), 0);
-    hc_lock (&v->lock);
-    if (w < 0 && !r->around)
-      hc_vol_fast_failed (v, w);
-    else if (w == 0)
-      fast_ok (v);
-    for (unsigned x = i; x < j; x++) {
-      if (w < 0) {
-        untake (v, newc[x]);
-        hc_dir_bypass (&v->dir, &a[x], HC_BYPASS_ERROR);
-      } else if (hc_vol_install (v, newc[x], &a[x])) {
-        hc_meta_record_block (v, newc[x]);
-        hc_vol_set_sum (v, newc[x], blk + x, dst + ((size_t) x << v->bshift));
-        v->dir.stats.cls[a[x].hint.cls].flash_bytes_written += v->bs;
-      }
-    }
-    hc_vol_commit_soon (v, &commit_now);
-    pthread_mutex_unlock (&v->lock);
-    if (w < 0)
-      r->around = true; /* the rest of the request goes around */
-  }
+  /* Fill: on the filler thread, with a copy of the data, when that is the
+   * way (fill.c); else here, each run of blocks in consecutive cache blocks
+   * as one write. */
+  bool commit_now = !(defer && hc_fill_defer (v, blk, k, newc, a, dst))
+                    && hc_fill_run (v, blk, k, newc, a, dst, NULL, r);
   hc_vol_unlock_run (v, blk, k);
   rc = commit_now ? hc_meta_commit (v, false) : 0;
+  if (trial >= 0)
+    hc_fill_trial (v, trial, hc_now_ns () - t0, k);
   return rc < 0 ? rc : (long) k;
 }
 

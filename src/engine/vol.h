@@ -13,6 +13,8 @@
  *   advise.c   range hints and what each advice does to the cached blocks
  *   cleaner.c  the background thread: write-back, free space, prefetch; and
  *              write-back, prefetch and reclaim of single blocks
+ *   fill.c     read-miss fills, and the filler thread that makes them after
+ *              the client has its data
  *
  * Locking rules (also in docs/ARCHITECTURE.md), outermost first:
  *
@@ -26,6 +28,10 @@
  *      up to 256 and never more than nstripes) waits for its first stripe
  *      and takes the next ones only while each is free at once (lock_run):
  *      a batch never waits — for a stripe or the cleaner — holding stripes.
+ *      Every exclusive hold counts in the stripe's generation (stripe_gen,
+ *      stripe_wrlock in io.h); the filler takes stripes shared only if free
+ *      at once, and installs a block only if its generation has not moved
+ *      since the block was read (fill.c).
  *   1a. a stream's readahead lock (hc_readahead.lock), after the request's
  *      stripes, held across the window's slow-tier read.
  *   2. commit_lock: one commit or checkpoint at a time.
@@ -84,6 +90,8 @@ struct hc_stream {
   struct hc_readahead ra;
 };
 
+struct hc_fill; /* fill.c */
+
 struct hc_prefetch {
   uint64_t blk, n;     /* blocks [blk, blk + n) still to prefetch */
   struct hc_hint hint;
@@ -134,6 +142,8 @@ struct hc_volume {
 
   pthread_mutex_t commit_lock;
   pthread_rwlock_t *stripes;   /* [nstripes] */
+  uint32_t *stripe_gen;        /* [nstripes] exclusive holds so far (io.h, fill.c); each
+                                * changed only by its stripe's exclusive holder */
   unsigned nstripes;           /* a power of two, HC_STRIPES_MIN … HC_STRIPES */
 
   /* The cleaner. */
@@ -147,6 +157,26 @@ struct hc_volume {
   struct hc_prefetch *prefetch;
   size_t nprefetch, capprefetch;
   uint64_t prefetch_blocks;    /* queued in all */
+
+  /* The filler (fill.c): read-miss fills queued for it, under lock. */
+  pthread_t filler;
+  bool filler_started, fill_stop;
+  pthread_cond_t fill_wake;
+  struct hc_fill *fill_head, *fill_tail; /* in ring order */
+  uint8_t *fill_ring;          /* fill_cap bytes: the fills' data, in queue order */
+  size_t fill_cap;
+  size_t fill_wr, fill_rd;     /* where the next fill's data goes; where the oldest's is */
+  size_t fill_bytes;           /* ring bytes in use (data waiting or being written, and
+                                * an end skipped to wrap) */
+  struct {                     /* which way fills go: trials and their outcome (fill.c) */
+    uint64_t pos;              /* runs of misses with an admission into this cycle */
+    uint64_t cycle;            /* this cycle's length, in trial lengths */
+    uint64_t ns[2], blocks[2]; /* the current trials: on the reader's thread [0], deferred [1] */
+    bool dropped;              /* the deferred trial dropped a fill */
+    bool defer;                /* what the last trials chose */
+    uint8_t force;             /* tests: 0 trials decide, 1 always on the reader's thread,
+                                * 2 always deferred */
+  } fill_way;
 
   uint64_t replayed;
   bool was_clean;
@@ -281,6 +311,23 @@ bool hc_vol_evictable (void *arg, uint32_t c);
 /* Resolves the hint of block blk for an I/O with context ctx (caller holds
  * lock). */
 struct hc_hint hc_vol_resolve (hc_volume *v, uint64_t blk, const struct hc_ioctx *ctx);
+
+/* ---- fill.c ---- */
+
+/* Starts and stops the filler thread; stopping drops the fills that wait
+ * (their blocks go back to the free list). */
+int hc_fill_start (hc_volume *v);
+void hc_fill_stop (hc_volume *v);
+
+/* Bytes of fill data queued or being written (tests wait for 0). */
+uint64_t hc_fill_pending (hc_volume *v);
+
+/* Which way the fill of a run of misses goes (caller holds lock): sets
+ * *defer, and returns the trial the run belongs to (0: on the reader's
+ * thread, 1: deferred), or -1.  A run of a trial reports how long it took
+ * the reader, through hc_fill_trial (caller does not hold lock). */
+int hc_fill_way (hc_volume *v, bool *defer);
+void hc_fill_trial (hc_volume *v, int trial, uint64_t ns, unsigned blocks);
 
 /* ---- cleaner.c ---- */
 

@@ -136,9 +136,12 @@ destroy (hc_volume *v)
   pthread_mutex_destroy (&v->commit_lock);
   pthread_cond_destroy (&v->wake);
   pthread_cond_destroy (&v->space);
+  pthread_cond_destroy (&v->fill_wake);
   for (unsigned i = 0; v->stripes && i < v->nstripes; i++)
     pthread_rwlock_destroy (&v->stripes[i]);
   free (v->stripes);
+  free (v->stripe_gen);
+  free (v->fill_ring);
   free (v);
 }
 
@@ -190,8 +193,10 @@ open_volume (hc_tier *fast, hc_tier *slow, const struct hc_open_opts *o, bool an
   pthread_mutex_init (&v->commit_lock, NULL);
   pthread_cond_init (&v->wake, NULL);
   pthread_cond_init (&v->space, NULL);
+  pthread_cond_init (&v->fill_wake, NULL);
   for (v->nstripes = HC_STRIPES_MIN; v->nstripes < HC_STRIPES && v->nstripes < v->nslow;)
     v->nstripes *= 2;
+  v->stripe_gen = calloc (v->nstripes, sizeof *v->stripe_gen);
   if ((v->stripes = malloc (v->nstripes * sizeof *v->stripes)))
     for (unsigned i = 0; i < v->nstripes; i++)
       pthread_rwlock_init (&v->stripes[i], NULL);
@@ -200,7 +205,7 @@ open_volume (hc_tier *fast, hc_tier *slow, const struct hc_open_opts *o, bool an
   v->pins = calloc (sb.nblocks, sizeof *v->pins);
   v->table_dirty = calloc ((sb.table_sectors + 7) / 8, 1);
   v->table_prev = calloc ((sb.table_sectors + 7) / 8, 1);
-  if (!v->stripes || !v->pins || !v->table_dirty || !v->table_prev) {
+  if (!v->stripes || !v->stripe_gen || !v->pins || !v->table_dirty || !v->table_prev) {
     rc = -ENOMEM;
     goto fail_early;
   }
@@ -230,8 +235,9 @@ open_volume (hc_tier *fast, hc_tier *slow, const struct hc_open_opts *o, bool an
     }
     v->settle_idle_ns = 60 * 1000000000ull;  /* when idle, at most once a minute */
     v->settle_busy_ns = 600 * 1000000000ull; /* in any case every ten minutes */
-    if (!o->no_cleaner && (rc = hc_cleaner_start (v)) < 0) {
-      snprintf (why, whylen, "starting the cleaner: %s", strerror (-rc));
+    if (!o->no_cleaner && ((rc = hc_cleaner_start (v)) < 0 || (rc = hc_fill_start (v)) < 0)) {
+      snprintf (why, whylen, "starting the %s: %s", v->cleaner_started ? "filler" : "cleaner",
+                strerror (-rc));
       goto fail;
     }
   }
@@ -240,6 +246,8 @@ open_volume (hc_tier *fast, hc_tier *slow, const struct hc_open_opts *o, bool an
 fail_early:
   snprintf (why, whylen, "%s", strerror (-rc));
 fail:
+  hc_fill_stop (v);
+  hc_cleaner_stop (v);
   destroy (v);
   return rc;
 }
@@ -260,6 +268,7 @@ hc_volume_close (hc_volume *v)
 
   if (!v)
     return 0;
+  hc_fill_stop (v);
   hc_cleaner_stop (v);
   if (v->failed)
     rc = -EIO; /* what the failed commit held was never made durable */

@@ -167,7 +167,7 @@ write_block (hc_volume *v, uint64_t blk, uint32_t boff, uint32_t blen, const uin
   if (!full && !bounce)
     return -ENOMEM;
   if (!bt)
-    hc_wrlock (stripe (v, blk));
+    stripe_wrlock (v, blk);
   hc_lock (&v->lock);
   if (v->failed || v->opts.read_only) {
     pthread_mutex_unlock (&v->lock);
