@@ -4,7 +4,10 @@
  *   1. 4 KiB random read hits through the volume vs raw pread of the same
  *      fast file (goal: ≥ 0.8×);
  *   2. 4 KiB random writes in write-back mode vs raw pwrite of the fast file;
- *   3. 4 KiB random read misses (fill) vs raw pread of the slow file;
+ *   3. 4 KiB random read misses (fill) vs raw pread of the slow file; 1 MiB
+ *      write-through writes, read misses and hits; 256 KiB read misses on
+ *      tiers that sleep like devices, fills as the trials choose vs always
+ *      on the reader's thread;
  *   4. RAM for mapping and policy state per cached block, at 1 M and 16 M
  *      blocks, for every policy (goal: ≤ 24 bytes);
  *   5. reopen time after a crash with 1 M cached blocks (goal: < 1 s).
@@ -25,6 +28,7 @@
 #include "hintcache/hintcache.h"
 #include "cache/dir.h"
 #include "engine/vol.h"
+#include "hook.h"
 
 static double
 now (void)
@@ -123,6 +127,20 @@ format (hc_tier *fast, hc_tier *slow, enum hc_mode mode, bool checksums)
     fprintf (stderr, "format: %s\n", why);
     exit (1);
   }
+}
+
+/* A device's waits, for the tiers behind hook.h's decorator: the slow
+ * tier's reads (arg set) and the fast tier's large writes sleep for their
+ * transfer time. */
+static int
+device_wait (void *arg, enum hook_op op, uint64_t off, uint64_t len, bool after, int rc)
+{
+  (void) off, (void) rc;
+  if (!after && arg && op == HOOK_READ)
+    usleep ((useconds_t) (len / 512));
+  else if (!after && !arg && op == HOOK_WRITE && len >= 65536)
+    usleep ((useconds_t) (len / 1024));
+  return 0;
 }
 
 /* Runs fn n times; returns operations per second (best of 3). */
@@ -369,6 +387,37 @@ main (int argc, char **argv)
   printf ("1 MiB read hits          %10.0f MB/s  raw pread of the fast file %10.0f MB/s  "
           "ratio %.2f (goal >= 0.90)\n", bhit * big * 4096 / 1e6, brawh * big * 4096 / 1e6,
           bhit / brawh);
+
+  /* ---- 256 KiB read misses on tiers that wait like devices: the same
+   * files behind decorators that sleep (slow-tier reads 2 ms per MiB,
+   * about 500 MB/s; fast-tier writes of 64 KiB or more 1 ms per MiB),
+   * fills always on the reader's thread against fills as the trials choose
+   * (fill.c: two trials of 64 runs, then the choice), in turns. ---- */
+  const uint64_t mid = 64; /* blocks per read */
+  hc_tier *wfast, *wslow;
+  hook_new (fast, device_wait, NULL, &wfast);
+  hook_new (slow, device_wait, (void *) 1, &wslow);
+  double way[2] = { 0, 0 };
+  bool deferred = false;
+  for (int turn = 0; turn < 2; turn++)
+    for (int w = 0; w < 2; w++) {
+      format (wfast, wslow, HC_MODE_WRITETHROUGH, false);
+      v = open_volume (wfast, wslow, true);
+      v->fill_way.force = w == 0 ? 1 : 0;
+      t0 = now ();
+      for (uint64_t b = 0; b < hot; b += mid)
+        hc_volume_read (v, buf, mid * 4096, (hot + b) * 4096, NULL);
+      double r = (double) hot * 4096 / (now () - t0);
+      way[w] = r > way[w] ? r : way[w];
+      if (w == 1)
+        deferred = v->fill_way.defer;
+      hc_volume_close (v);
+    }
+  printf ("256 KiB misses, device waits %5.0f MB/s  filled by the reader %11.0f MB/s  "
+          "ratio %.2f (the trials chose %s)\n", way[1] / 1e6, way[0] / 1e6, way[1] / way[0],
+          deferred ? "the filler" : "the reader");
+  hc_tier_close (wfast);
+  hc_tier_close (wslow);
   hc_tier_close (fast);
   hc_tier_close (slow);
   unlink (path ("fast"));

@@ -622,12 +622,11 @@ settle_race (void)
 static int
 pin_hold (struct rig *r, enum hook_op op, uint64_t off, uint64_t len, bool after, int rc)
 {
-  (void) len, (void) rc;
+  (void) r, (void) len, (void) rc;
   if (op == HOOK_READ && !after && off == sc.off) {
     bump (&sc.a);
     wait_for (&sc.b, 1, 20000);
   }
-  (void) r;
   return 0;
 }
 

@@ -371,9 +371,9 @@ read_ahead (hc_volume *v, struct req *r, uint64_t blk, unsigned k, uint8_t *dst)
  * rather than one per block.  The run's stripes are held shared from the
  * read to a fill made here, as read_block holds one: no write can land
  * between the slow read and the install (the filler checks the stripes'
- * generations instead).  Blocks are taken without waiting for the cleaner (it skips
- * blocks whose stripes are held, and this holds many): with no clean room,
- * a block is declined as full.  Stops before the first block that is
+ * generations instead).  Blocks are taken without waiting for the cleaner
+ * (it skips blocks whose stripes are held, and this holds many): with no
+ * clean room, a block is declined as full.  Stops before the first block that is
  * cached (or dirty in pass-through): read_hits or read_block takes it.
  * Returns the blocks read (0: the first was cached after all), or a
  * negative errno. */
