@@ -67,7 +67,8 @@ for _ in $(seq 100); do
   [ "${n:-0}" -gt 0 ] && break
   sleep 0.1
 done
-[ "${n:-0}" -gt 0 ] || fail "hintd sent no hints: $(cat "$tmp/hintd.log")"
+[ "${n:-0}" -gt 0 ] || fail "hintd sent no hints: $(cat "$tmp/hintd.log")
+server: $(if alive "$a_pid"; then echo running; else echo gone; fi); its log: $(tail -40 "$tmp/a.log")"
 meta0=$(( $(stat_of metadata read misses) + $(stat_of metadata read hits) + $(stat_of metadata write misses) + $(stat_of metadata write hits) ))
 jour0=$(( $(stat_of journal write misses) + $(stat_of journal write hits) ))
 # A file-heavy workload: many small files in many directories, synced, then
