@@ -59,6 +59,12 @@ mkfs.ext4 -q -F "$loop"
 mount "$loop" "$fs"
 mkdir -p "$fs/backup" "$fs/src"
 
+# A server log's first sanitizer or error report, else its last lines.
+log_excerpt() {
+  if grep -q "WARNING: \|ERROR: " "$1"; then sed -n '/WARNING: \|ERROR: /,$p' "$1" | head -60
+  else tail -40 "$1"; fi
+}
+
 # ---- 1. hintd. -------------------------------------------------------------
 "$hc" hintd --mount "$fs" --device "$loop" --socket "$ctl" --interval 1 --quiet 2>"$tmp/hintd.log" &
 hintd_pid=$!
@@ -68,7 +74,7 @@ for _ in $(seq 100); do
   sleep 0.1
 done
 [ "${n:-0}" -gt 0 ] || fail "hintd sent no hints: $(cat "$tmp/hintd.log")
-server: $(if alive "$a_pid"; then echo running; else echo gone; fi); its log: $(tail -40 "$tmp/a.log")"
+server: $(if alive "$a_pid"; then echo running; else echo gone; fi); its log: $(log_excerpt "$tmp/a.log")"
 meta0=$(( $(stat_of metadata read misses) + $(stat_of metadata read hits) + $(stat_of metadata write misses) + $(stat_of metadata write hits) ))
 jour0=$(( $(stat_of journal write misses) + $(stat_of journal write hits) ))
 # A file-heavy workload: many small files in many directories, synced, then

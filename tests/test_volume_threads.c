@@ -469,8 +469,10 @@ random_op (struct thread *t)
     break;
   case OP_STATS: {
     struct hc_stats st;
+    struct hc_volume_info in;
     b = op_begin (t, OP_STATS);
     rc = hc_volume_stats (vol, &st);
+    hc_volume_get_info (vol, &in); /* `hintcache info` beside advice that grows the range table */
     op_end (t, OP_STATS, b, rc, false);
     break;
   }

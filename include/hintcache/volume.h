@@ -229,7 +229,8 @@ struct hc_volume_info {
   uint64_t degraded_events; /* times the fast tier started failing since open */
 };
 
-void hc_volume_get_info (const hc_volume *v, struct hc_volume_info *out);
+/* Fills out; takes the volume lock briefly, so any thread may call it. */
+void hc_volume_get_info (hc_volume *v, struct hc_volume_info *out);
 
 /* Whether the fast tier is failing data writes: 0, or the positive errno
  * of the last failure (ENOSPC, EIO…).  While it fails, the volume goes on

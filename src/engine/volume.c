@@ -391,9 +391,10 @@ hc_volume_stats (hc_volume *v, struct hc_stats *out)
 }
 
 void
-hc_volume_get_info (const hc_volume *v, struct hc_volume_info *out)
+hc_volume_get_info (hc_volume *v, struct hc_volume_info *out)
 {
   memset (out, 0, sizeof *out);
+  hc_lock (&v->lock); /* the directory's size, the range table and the counters move under it */
   memcpy (out->cache_uuid, v->sb.cache_uuid, 16);
   out->format_version = v->sb.version;
   out->block_size = v->bs;
@@ -415,6 +416,7 @@ hc_volume_get_info (const hc_volume *v, struct hc_volume_info *out)
   out->degraded = atomic_load (&v->degraded);
   out->degraded_events = v->degraded_events;
   out->tail_damaged = v->tail_damaged;
+  pthread_mutex_unlock (&v->lock);
 }
 
 int
