@@ -297,18 +297,23 @@ load_config (void)
     warn ("%s", problem);
 }
 
+/* fork holds the lock from prepare to parent (or child), and a signal may
+ * be handled in between, on this thread, while the kernel restarts the
+ * fork: libuv's SIGCHLD handler (cmake's) and CPython's write to a pipe
+ * there.  enter() marks the thread busy, so that their write passes
+ * straight through rather than wait for the lock this thread holds. */
 static void
 atfork_prepare (void)
 {
   if (cfg.on)
-    pthread_mutex_lock (&lock);
+    enter ();
 }
 
 static void
 atfork_parent (void)
 {
   if (cfg.on)
-    pthread_mutex_unlock (&lock);
+    leave ();
 }
 
 /* The child keeps its fds (and the files' F_SET_RW_HINT hints) but not the
@@ -322,7 +327,7 @@ atfork_child (void)
   sock_forget (true);
   files_after_fork ();
   memset (&stats, 0, sizeof stats);
-  pthread_mutex_unlock (&lock);
+  leave ();
 }
 
 __attribute__ ((constructor)) static void

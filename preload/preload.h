@@ -258,10 +258,15 @@ want_write_hints (void)
   return ioprio_advice () != HC_ADVICE_NONE;
 }
 
+/* The lock, and the mark that this thread holds it (or is about to, or
+ * has just let it go): a signal handler run on this thread meanwhile that
+ * writes or closes passes straight through (active() is false) instead of
+ * waiting for the lock forever. */
 static inline void
 enter (void)
 {
   busy = true;
+  atomic_signal_fence (memory_order_seq_cst);
   pthread_mutex_lock (&lock);
 }
 
@@ -269,6 +274,7 @@ static inline void
 leave (void)
 {
   pthread_mutex_unlock (&lock);
+  atomic_signal_fence (memory_order_seq_cst);
   busy = false;
 }
 

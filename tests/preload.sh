@@ -642,6 +642,41 @@ for mode in ok none stale close garbage badgreeting silent refuse; do
   done
 done
 
+# ---- A signal handler that writes while the process forks. ----------------
+# fork holds the library's lock from its prepare handler to its parent
+# handler; a signal taken meanwhile on the forking thread (the kernel
+# restarts the fork after the handler) whose handler writes — libuv's
+# SIGCHLD handler in cmake, CPython's to its wakeup pipe — must not wait for
+# that lock (it did: cmake hung under `hintcache run`).  A 50 µs timer makes
+# that happen in most of 200 forks.
+cat > "$tmp/forks.py" <<'EOF2'
+import os, signal, sys
+n = int(sys.argv[1])
+r, w = os.pipe()
+os.set_blocking(r, False)
+os.set_blocking(w, False)
+signal.set_wakeup_fd(w, warn_on_full_buffer=False)  # the C handler write()s here
+signal.signal(signal.SIGALRM, lambda *a: None)
+signal.signal(signal.SIGCHLD, lambda *a: None)
+signal.setitimer(signal.ITIMER_REAL, 0.0001, 0.00005)
+for i in range(n):
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0)
+    os.waitpid(pid, 0)
+    try:
+        os.read(r, 4096)
+    except BlockingIOError:
+        pass
+signal.setitimer(signal.ITIMER_REAL, 0, 0)
+print("forks:", n)
+EOF2
+out=$(cd "$tmp" && timeout -k 5 60 env "${libenv[@]}" HINTCACHE_SOCKET="$tmp/no-socket" \
+  HINTCACHE_MOUNTS="$tmp" HINTCACHE_CLASS=journal HINTCACHE_QUIET=1 "$python" "$tmp/forks.py" 200) \
+  || fail "forks with a writing signal handler: status $? (124: it hung in fork)"
+[ "$out" = "forks: 200" ] || fail "forks with a writing signal handler: '$out'"
+echo "preload: 200 forks with a signal handler writing inside them: no hang"
+
 # ---- hintcache run. --------------------------------------------------------
 # It finds the library next to itself; make sure that is the one under test.
 if ! [ "$(dirname "$hc")/libhintcache-preload.so" -ef "$lib" ]; then
