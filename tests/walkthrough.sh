@@ -71,7 +71,8 @@ sync
 kill -9 \$(cat hc.pid)
 for i in \$(seq 50); do kill -0 \$(cat hc.pid) 2>/dev/null || break; sleep 0.1; done"
 grep -q "data .* 16384 " "$tmp/first.log" \
-  || fail "the work block's stats show no 16,384 bypassed data writes: $(grep -A9 '^class' "$tmp/first.log" | tail -9)"
+  || fail "the work block's stats show no 16,384 bypassed data writes: $(grep -A9 '^class' "$tmp/first.log" | tail -9)
+the preload library said: $(grep 'hintcache-preload' "$tmp/first.log" || echo nothing)"
 
 # 2. After the crash: start again, check, stop.
 session second "$(block start)
