@@ -7,7 +7,8 @@
  * once), an fd duplicated, closed or reused (the file table, and our own
  * socket), the program's own fallocate or ftruncate.  errno is preserved
  * across everything but the real call, and a call from inside the library
- * (busy) or before the configuration is read passes straight through.
+ * or from a signal handler on a thread that holds its lock (busy), or
+ * before the configuration is read, passes straight through.
  */
 #include "preload.h"
 

@@ -78,7 +78,10 @@
  * while the socket is unreachable.  errno is preserved across everything
  * the interposers do.  One mutex guards the connection and the tables; a
  * forked child forgets its parent's connection and preallocations
- * (pthread_atfork), and a vfork child changes nothing.  A process with no
+ * (pthread_atfork), and a vfork child changes nothing.  A thread holding
+ * the mutex (fork holds it throughout) is marked busy, so that a signal
+ * handler run on it that writes or closes passes straight through instead
+ * of waiting for itself.  A process with no
  * hint and no F_SET_RW_HINT pays per write a check of a per-thread cache of
  * its ioprio, re-read at most every 100 ms (`ionice -p` can change it); a
  * hinted positioned write inside the range already hinted, or any hinted
