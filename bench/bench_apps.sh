@@ -250,6 +250,11 @@ configs=(${BENCH_APPS_CONFIGS:-none filter hintcache hinted})  # a subset: BENCH
 for c in "${configs[@]}"; do
   echo "== $c" >&2
   measure "$c"
+  # Each configuration's figures as soon as they exist (a run stopped
+  # part-way keeps them).
+  echo "== $c: pgbench ${result[$c.pgbench]:-} tps, sqlite ${result[$c.sqlite]:-} tx/s," \
+    "build ${result[$c.build]:-} s, backup ${result[$c.backup]:-} MB/s beside" \
+    "${result[$c.beside]:-} tps, flash ${result[$c.flash]:-} MiB" >&2
 done
 printf '%-10s %12s %12s %10s %12s %12s %12s\n' "" "pgbench tps" "sqlite tx/s" "build s" \
   "backup MB/s" "beside tps" "flash MiB"
