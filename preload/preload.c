@@ -81,9 +81,8 @@
  * (pthread_atfork), and a vfork child changes nothing.  A thread holding
  * the mutex (fork holds it throughout) is marked busy, so that a signal
  * handler run on it that writes or closes passes straight through instead
- * of waiting for itself.  A process with no
- * hint and no F_SET_RW_HINT pays per write a check of a per-thread cache of
- * its ioprio, re-read at most every 100 ms (`ionice -p` can change it); a
+ * of waiting for itself.  A process with no hint and no F_SET_RW_HINT pays
+ * per write a check of a per-thread cache of its ioprio, re-read at most every 100 ms (`ionice -p` can change it); a
  * hinted positioned write inside the range already hinted, or any hinted
  * write while the socket is down, pays the lock and a table lookup, no
  * system call; other hinted writes a statx that asks for

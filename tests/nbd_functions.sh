@@ -59,4 +59,11 @@ elif ldd "$plugin" 2>/dev/null | grep -q libtsan; then
   san_preload=" $(gcc -print-file-name=libtsan.so)"
 fi
 
+# log_excerpt LOG: a server log's first sanitizer or error report, else its
+# last lines (for a failure message).
+log_excerpt() {
+  if grep -q "WARNING: \|ERROR: " "$1"; then sed -n '/WARNING: \|ERROR: /,$p' "$1" | head -60
+  else tail -40 "$1"; fi
+}
+
 uri() { echo "nbd+unix:///${2:-}?socket=$1"; }

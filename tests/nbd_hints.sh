@@ -59,12 +59,6 @@ mkfs.ext4 -q -F "$loop"
 mount "$loop" "$fs"
 mkdir -p "$fs/backup" "$fs/src"
 
-# A server log's first sanitizer or error report, else its last lines.
-log_excerpt() {
-  if grep -q "WARNING: \|ERROR: " "$1"; then sed -n '/WARNING: \|ERROR: /,$p' "$1" | head -60
-  else tail -40 "$1"; fi
-}
-
 # ---- 1. hintd. -------------------------------------------------------------
 "$hc" hintd --mount "$fs" --device "$loop" --socket "$ctl" --interval 1 --quiet 2>"$tmp/hintd.log" &
 hintd_pid=$!
