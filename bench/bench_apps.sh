@@ -57,10 +57,10 @@ src=$(cd "$(dirname "$0")/.." && pwd)
 cli=$(dirname "$plugin")/hintcache
 [ -x "$cli" ] || { echo "bench_apps: no hintcache CLI beside $plugin" >&2; exit 1; }
 [ "$(id -u)" = 0 ] || { echo "bench_apps: needs root (loop devices, mounts, cgroups)" >&2; exit 1; }
+. "$(dirname "$0")/nbd_servers.sh"
+nbd_bench_init bench_apps nbdkit libnbd-bin mount e2fsprogs python3 util-linux cmake git postgresql
 pg=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1)
 [ -n "$pg" ] && [ -x "$pg/pgbench" ] || { echo "bench_apps: no PostgreSQL binaries" >&2; exit 1; }
-. "$(dirname "$0")/nbd_servers.sh"
-nbd_bench_init bench_apps nbdkit nbdfuse losetup mkfs.ext4 python3 runuser cmake git
 mkdir -p "$dir/fuse" "$dir/mnt" "$dir/run"
 chmod 755 "$dir"
 chown postgres: "$dir/run"        # the server's socket and log

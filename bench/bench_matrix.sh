@@ -65,7 +65,7 @@ done
 cli=$(dirname "$plugin")/hintcache
 [ -x "$cli" ] || { echo "bench_matrix: no hintcache CLI beside $plugin" >&2; exit 1; }
 . "$(dirname "$0")/nbd_servers.sh"
-nbd_bench_init bench_matrix nbdkit fio vmtouch jq nbdinfo
+nbd_bench_init bench_matrix nbdkit fio vmtouch jq libnbd-bin
 
 ws=256M                  # the working set, at offset 0; fits the fast tier
 cold_off=1024M           # the cold region of miss and bypass runs

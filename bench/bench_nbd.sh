@@ -22,9 +22,8 @@ secs=${2:-10}
 rounds=${3:-3}
 cli=$(dirname "$plugin")/hintcache           # the CLI built beside the plugin
 [ -x "$cli" ] || { echo "bench_nbd: no hintcache CLI beside $plugin"; exit 1; }
-for t in nbdkit fio vmtouch jq nbdinfo; do
-  command -v $t >/dev/null || { echo "bench_nbd: $t is not installed"; exit 1; }
-done
+. "$(dirname "$0")/../scripts/lib.sh"
+ensure_packages nbdkit fio vmtouch jq libnbd-bin || { echo "bench_nbd: could not install its tools"; exit 1; }
 dir=$(mktemp -d /var/tmp/hc-bench-nbd.XXXXXX)
 pids=()
 cleanup() {

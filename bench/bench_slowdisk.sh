@@ -31,7 +31,7 @@ secs=${2:-30}
 warm=${3:-30}
 delay=${4:-4ms}
 . "$(dirname "$0")/nbd_servers.sh"
-nbd_bench_init bench_slowdisk nbdkit fio jq nbdinfo
+nbd_bench_init bench_slowdisk nbdkit fio jq libnbd-bin
 
 dd if=/dev/zero of="$dir/slow.img" bs=1M count=3072 status=none
 truncate -s 400M "$dir/fast.img"       # 300 MB of cache blocks after the metadata

@@ -1,8 +1,9 @@
 # Sourced by the NBD benchmarks: a scratch directory and nbdkit servers in
 # it, all stopped (and the directory removed) when the script exits.
 #
-#   nbd_bench_init NAME TOOL...   checks the tools, makes $dir (NAME in its
-#                                 name), arms the cleanup
+#   nbd_bench_init NAME PACKAGE...  installs the Debian packages that are
+#                                 missing (scripts/lib.sh), makes $dir (NAME
+#                                 in its name), arms the cleanup
 #   start SERVER ARGS...          (re)starts nbdkit ARGS on $dir/SERVER.sock,
 #                                 waiting until it serves
 #   stop SERVER
@@ -10,9 +11,8 @@ declare -A pid
 
 nbd_bench_init() {
   bench_name=$1; shift
-  for t in "$@"; do
-    command -v "$t" >/dev/null || { echo "$bench_name: $t is not installed" >&2; exit 1; }
-  done
+  . "$(dirname "${BASH_SOURCE[0]}")/../scripts/lib.sh"
+  ensure_packages "$@" || { echo "$bench_name: could not install $*" >&2; exit 1; }
   dir=$(mktemp -d "/var/tmp/hc-$bench_name.XXXXXX")
   mkdir -p "$dir/tmp"
   trap nbd_bench_cleanup EXIT
