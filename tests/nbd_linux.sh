@@ -4,7 +4,9 @@
 #      mount (replaying ext4's journal): every file's checksum matches and
 #      fsck -n is clean;
 #   2. `hintcache advise --file` on a file in that filesystem keeps its
-#      blocks cached through a flood of random reads (visible in stats).
+#      blocks cached through a flood of random reads (visible in stats);
+#   3. a sequential reader whose requests nbdfuse spreads over its
+#      connections is read ahead from an NBD slow tier.
 # Needs root, /dev/fuse, nbdfuse and loop devices; exits 77 without them.
 set -eu
 hc=$1 plugin=$2
@@ -124,4 +126,34 @@ umount "$tmp/fs"
 detach
 stop_server a
 expect_status 0 "$hc" check "$fast"
+
+# ---- 3. One reader over several connections is read ahead. ----------------
+# nbdfuse sends one reader's requests over its four connections in turn.
+# The volume must still see one sequential run and read the slow tier (an
+# NBD export here, which keeps no cache the volume could lean on) ahead of
+# it in large requests, not one slow request per client request.  The
+# slow export's log filter counts the reads that reach it.
+slowsock=$tmp/slow.sock
+head -c 80M /dev/urandom > "$tmp/slow2.img"
+truncate -s 256M "$tmp/slow2.img"
+truncate -s 32M "$tmp/fast2.img"
+nbdkit -f -U "$slowsock" --filter=log file "$tmp/slow2.img" logfile="$tmp/slow-requests.log" \
+  2>>"$tmp/slow.log" &
+slow_pid=$!
+# (KILL: nbdkit waits for its clients to go, and the plugin is one)
+cleanup_fns+=("kill -KILL $slow_pid 2>/dev/null; wait $slow_pid 2>/dev/null")
+for _ in $(seq 100); do nbdinfo --size "$(uri "$slowsock")" >/dev/null 2>&1 && break; sleep 0.1; done
+start_server b "$sock" fast="$tmp/fast2.img" slow="$(uri "$slowsock")" format=true
+attach
+slow_reads() { grep -c ' Read ' "$tmp/slow-requests.log" || true; }
+r0=$(slow_reads)
+dd if="$tmp/fuse/nbd" of="$tmp/head.bin" bs=256K count=256 iflag=direct status=none
+r1=$(slow_reads)
+cmp "$tmp/head.bin" <(head -c 64M "$tmp/slow2.img") || fail "the 64 MiB read through nbdfuse differ"
+pieces=$(( 64 * 1024 / 128 ))      # FUSE's requests are at most 128 KiB
+echo "64 MiB read through nbdfuse's connections: $((r1 - r0)) slow-tier reads for $pieces requests"
+[ $((r1 - r0)) -le $((pieces / 4)) ] \
+  || fail "a sequential reader over several connections was not read ahead: $((r1 - r0)) slow reads"
+detach
+stop_server b
 echo "nbd_linux: ok"

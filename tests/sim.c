@@ -964,7 +964,11 @@ run_seed (uint64_t seed, unsigned phases, unsigned nclients)
     for (unsigned k = 0; k < nclients; k++) {
       cl[k] = (struct client) { .id = k, .nops = 20 + (unsigned) below (&rng, 60),
                                 .rng = next (&rng) };
-      hc_stream_new (R.v, (struct hc_hint) { 0 }, &cl[k].stream);
+      /* A client in two is a stream (a file, a process); the others share
+       * the volume's run detection and readahead windows, as an NBD
+       * client's connections do. */
+      if (below (&rng, 2))
+        hc_stream_new (R.v, (struct hc_hint) { 0 }, &cl[k].stream);
       if (hc_spawn (&t[k], client_main, &cl[k]))
         fail_now ("cannot start a client");
     }

@@ -815,6 +815,24 @@ test_readahead (void)
     else
       CHECK (st->ra.buf != NULL, "memory: the stream holds the window");
     hc_stream_free (st);
+
+    /* Without a stream (an NBD client's connections), two readers taking
+     * turns, each a run of its own: each run gets a shared window. */
+    const uint64_t half = sizeof data / 2;
+    for (uint64_t off = 0; off < half; off += sizeof got)
+      for (int reader = 0; reader < 2; reader++) {
+        uint64_t o = reader * half + off;
+        bad += hc_volume_read (v, got, sizeof got, o, NULL) != 0
+               || memcmp (got, data + o, sizeof got) != 0;
+      }
+    CHECK (bad == 0, "%s: %u interleaved sequential reads wrong", what, bad);
+    unsigned windows[2] = { 0, 0 };
+    for (unsigned i = 0; i < HC_RA_SHARED; i++)
+      if (v->ra.w[i].n)
+        windows[(v->ra.w[i].blk << v->bshift) >= half]++;
+    CHECK (windows[0] == 1 && windows[1] == 1,
+           "%s: each interleaved run has its own window (%u and %u)", what, windows[0],
+           windows[1]);
     CHECK (hc_volume_close (v) == 0, "close");
     hc_tier_close (slow);
     hc_tier_close (fast);

@@ -118,6 +118,7 @@ struct thread {
   uint32_t version;      /* this thread's last write's version */
   uint32_t *model;       /* per sector of the volume: what an own sector holds */
   hc_stream *stream;
+  uint64_t seq_next;     /* the sector its sequential reads go on from */
   uint8_t *buf;
   unsigned long fails[K_COUNT];
   char notes[K_COUNT][MAX_NOTES][256];
@@ -396,10 +397,17 @@ random_op (struct thread *t)
   case OP_READ_ANY: { /* whole sectors anywhere, up to 16 blocks */
     uint64_t first = rnd (t, nblocks * SPB);
     ns = 1 + rnd (t, rnd (t, 4) ? SPB * 2 : MAX_READ_BLOCKS * SPB);
+    if (rnd (t, 3) == 0) {
+      /* Whole blocks on from its last such read: a sequential run, past
+       * the cutoff and into a readahead window, its own or a shared one. */
+      first = t->seq_next < nblocks * SPB ? t->seq_next : 0;
+      ns = (1 + rnd (t, MAX_READ_BLOCKS)) * SPB;
+    }
     if (first + ns > nblocks * SPB)
       ns = nblocks * SPB - first;
     if (rnd (t, 2))
       first -= first % SPB; /* block-aligned: whole-block hits go by runs */
+    t->seq_next = first + ns;
     off = first * HC_SECTOR_SIZE;
     len = ns * HC_SECTOR_SIZE;
     if (off + len > vsize)
@@ -624,7 +632,7 @@ main (int argc, char **argv)
 {
   hc_tier *fast, *slow;
   struct hc_format_opts fo = { .mode = HC_MODE_WRITEBACK, .max_ranges = 4096 };
-  struct hc_open_opts oo = { 0 };
+  struct hc_open_opts oo = { .seq_cutoff = 16 * BS }; /* runs read ahead soon */
   char why[256];
   int rc;
 

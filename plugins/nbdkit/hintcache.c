@@ -22,7 +22,10 @@
  * NBD_CMD_CACHE is willneed advice for its range; NBD_CMD_TRIM discards (the
  * data goes from both tiers); NBD_CMD_WRITE_ZEROES zeroes; FUA is native.
  *
- * Each connection is a stream: its own sequential-run detection.  The thread
+ * A connection is not a stream: a client with several connections (nbdfuse
+ * opens four) sends one reader's requests over all of them in turn, so the
+ * volume matches requests to sequential runs, and to readahead windows, by
+ * where they fall, whatever connection they come on.  The thread
  * model is PARALLEL: the volume is thread-safe.  Multi-conn is advertised
  * because a flush commits the volume's journal and flushes both tiers,
  * which makes every connection's completed writes durable.
@@ -446,20 +449,13 @@ hc_open (int readonly)
   h->ctx.hint = hint;
   h->export = name && *name ? nbdkit_strdup_intern (name) : NULL;
   h->id = atomic_fetch_add (&connections, 1) + 1;
-  if (hc_stream_new (vol, (struct hc_hint) { 0 }, &h->ctx.stream) < 0) {
-    free (h);
-    nbdkit_set_error (ENOMEM);
-    return NULL;
-  }
   return h;
 }
 
 static void
 hc_close (void *handle)
 {
-  struct handle *h = handle;
-  hc_stream_free (h->ctx.stream);
-  free (h);
+  free (handle);
 }
 
 /* The text lives as long as the connection (connections describe

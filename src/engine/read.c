@@ -272,6 +272,45 @@ read_hits (hc_volume *v, uint64_t blk, unsigned n, uint8_t *dst, struct req *r)
 }
 
 
+/* Window i's range as decided (a shared window), for pick_window. */
+static void
+publish (hc_volume *v, int i, uint64_t blk, uint64_t n)
+{
+  if (i < 0)
+    return;
+  hc_lock (&v->ra.lock);
+  v->ra.pub[i].blk = blk;
+  v->ra.pub[i].end = blk + n;
+  pthread_mutex_unlock (&v->ra.lock);
+}
+
+/* The shared window for blocks [blk, blk+k) of I/O without a stream: the
+ * one that holds them, or that they continue; else, for a sequential run,
+ * the least recently used one; else none (-1). */
+static int
+pick_window (hc_volume *v, uint64_t blk, unsigned k, bool seq)
+{
+  struct hc_ra_shared *s = &v->ra;
+  int pick = -1;
+
+  hc_lock (&s->lock);
+  for (int i = 0; i < HC_RA_SHARED && pick < 0; i++)
+    if (s->pub[i].end > s->pub[i].blk
+        && ((blk >= s->pub[i].blk && blk + k <= s->pub[i].end) || blk == s->pub[i].end))
+      pick = i;
+  if (pick < 0 && seq) {
+    pick = 0;
+    for (int i = 1; i < HC_RA_SHARED; i++)
+      if (s->pub[i].used < s->pub[pick].used)
+        pick = i;
+  }
+  if (pick >= 0)
+    s->pub[pick].used = ++s->tick;
+  pthread_mutex_unlock (&s->lock);
+  return pick;
+}
+
+
 /* Readahead for a sequential stream's misses.  A sequential reader (a
  * stream past the sequential cutoff's length, whether the cache then takes
  * its blocks or not) would otherwise cost one slow-tier request per client
@@ -290,6 +329,8 @@ read_hits (hc_volume *v, uint64_t blk, unsigned n, uint8_t *dst, struct req *r)
  * than the slow tier).  The caller holds the stripes of blocks [blk,
  * blk+k), so no write to them is under way, and the count is read after
  * taking them: a window older than a write to any of them is not served.
+ * The window's other blocks are read under their stripes too (those free
+ * at once): a slow-tier read never overlaps a write of the same bytes.
  *
  * A slow tier that reads ahead into a cache of its own (HC_CAP_PREFETCH: a
  * file, through the page cache) is told to read the window instead, and
@@ -297,12 +338,22 @@ read_hits (hc_volume *v, uint64_t blk, unsigned n, uint8_t *dst, struct req *r)
  * stream's buffer would copy every byte twice, once into the window and
  * once out of it, where the tier's cache costs one copy.  The window's
  * bounds and growth are the same; no data is kept, so nothing can be
- * stale.  Reads blocks [blk, blk+k) into dst; returns 0 or a negative
- * errno. */
+ * stale.
+ *
+ * A stream (a file, a process) has a window of its own.  Other I/O shares
+ * a few (v->ra): an NBD client with several connections sends one reader's
+ * requests over all of them in turn (nbdfuse does), so a connection is
+ * not a stream, and its requests are matched to runs by where they fall,
+ * as the run detection matches them (seq.h).  Reads blocks [blk, blk+k)
+ * into dst; returns 0 or a negative errno. */
 static int
 read_ahead (hc_volume *v, struct req *r, uint64_t blk, unsigned k, uint8_t *dst)
 {
-  struct hc_readahead *ra = &r->ctx->stream->ra;
+  const bool own = r->ctx && r->ctx->stream;
+  const int shared = own ? -1 : pick_window (v, blk, k, r->seq);
+  if (!own && shared < 0)
+    return hc_tier_read (v->slow, dst, (size_t) k << v->bshift, blk << v->bshift);
+  struct hc_readahead *ra = own ? &r->ctx->stream->ra : &v->ra.w[shared];
   const size_t len = (size_t) k << v->bshift;
   const uint32_t max = HC_RA_MAX >> v->bshift;
   const bool tier_cache = hc_tier_caps (v->slow) & HC_CAP_PREFETCH;
@@ -343,19 +394,32 @@ read_ahead (hc_volume *v, struct req *r, uint64_t blk, unsigned k, uint8_t *dst)
      * request while the request is read. */
     ra->blk = blk;
     ra->n = (uint32_t) n;
+    publish (v, shared, blk, n);
     if (n > k)
       hc_tier_prefetch (v->slow, (blk + k) << v->bshift, (n - k) << v->bshift);
     pthread_mutex_unlock (&ra->lock);
     return hc_tier_read (v->slow, dst, len, blk << v->bshift);
   }
+  /* The window's blocks past the request are read under their stripes
+   * too, shared, each taken only if free at once (never waiting while
+   * holding some): the window ends before the first a writer holds. */
+  if (n > v->nstripes)
+    n = v->nstripes > k ? v->nstripes : k;
+  uint64_t held = k;
+  while (held < n && hc_tryrdlock (stripe (v, blk + held)) == 0)
+    held++;
+  n = held;
   ra->n = 0;
+  publish (v, shared, blk, n); /* a request for it now waits for our lock */
   rc = hc_tier_read (v->slow, ra->buf, (size_t) n << v->bshift, blk << v->bshift);
+  hc_vol_unlock_run (v, blk + k, (unsigned) (n - k));
   if (rc == 0) {
     ra->blk = blk;
     ra->n = (uint32_t) n;
     ra->gen = gen;
     memcpy (dst, ra->buf, len);
-  }
+  } else
+    publish (v, shared, blk, 0);
   pthread_mutex_unlock (&ra->lock);
   /* The window failed (perhaps past what was asked): the request alone. */
   return rc == 0 ? 0 : hc_tier_read (v->slow, dst, len, blk << v->bshift);
@@ -429,9 +493,7 @@ read_misses (hc_volume *v, uint64_t blk, unsigned n, uint8_t *dst, struct req *r
       pthread_rwlock_unlock (stripe (v, blk + i));
   if (k == 0)
     return 0;
-  rc = r->ctx && r->ctx->stream
-           ? read_ahead (v, r, blk, k, dst)
-           : hc_tier_read (v->slow, dst, (size_t) k << v->bshift, blk << v->bshift);
+  rc = read_ahead (v, r, blk, k, dst);
   if (rc < 0 || admitted == 0) {
     if (rc < 0 && admitted) {
       hc_lock (&v->lock);

@@ -69,7 +69,7 @@
 #define HC_STRIPES 1024
 #define HC_STRIPES_MIN 64
 
-/* A stream's readahead window (read.c): slow-tier data past what a bypassed
+/* A readahead window (read.c): slow-tier data past what a bypassed
  * sequential reader asked for, served to its next requests while the slow
  * tier has not changed since (gen). */
 struct hc_readahead {
@@ -79,6 +79,24 @@ struct hc_readahead {
   uint32_t n;            /* blocks held */
   uint32_t size;         /* the next fill's size, in blocks (grows as the stream goes on) */
   uint64_t gen;          /* v->slow_gen when filled */
+};
+
+/* Readahead windows for I/O without a stream (read.c), which one client's
+ * sequential reader may send over several connections at once: a few
+ * windows, each going to the run that continues it or, for a new run, the
+ * least recently used.  pub[i] is window i's range as last decided, which
+ * a request picks its window by (a guess: the window's own lock guards
+ * the data and its range). */
+#define HC_RA_SHARED 4
+
+struct hc_ra_shared {
+  pthread_mutex_t lock; /* pub, tick; a leaf, taken alone or under one window's lock */
+  struct {
+    uint64_t blk, end;  /* blocks [blk, end) */
+    uint64_t used;      /* tick of the last request that picked it */
+  } pub[HC_RA_SHARED];
+  uint64_t tick;
+  struct hc_readahead w[HC_RA_SHARED];
 };
 
 #define HC_RA_MAX (4u << 20) /* the largest window, bytes */
@@ -116,6 +134,7 @@ struct hc_volume {
   struct hc_ranges ranges;
   struct hc_hint device_hint;
   struct hc_seq seq;
+  struct hc_ra_shared ra;      /* readahead for I/O without a stream */
 
   /* Journal buffer: records not yet committed (16 bytes each). */
   uint8_t *jbuf;

@@ -134,6 +134,11 @@ destroy (hc_volume *v)
   hc_u64set_free (&v->unmapped_committing);
   pthread_mutex_destroy (&v->lock);
   pthread_mutex_destroy (&v->commit_lock);
+  pthread_mutex_destroy (&v->ra.lock);
+  for (unsigned i = 0; i < HC_RA_SHARED; i++) {
+    pthread_mutex_destroy (&v->ra.w[i].lock);
+    free (v->ra.w[i].buf);
+  }
   pthread_cond_destroy (&v->wake);
   pthread_cond_destroy (&v->space);
   pthread_cond_destroy (&v->fill_wake);
@@ -191,6 +196,9 @@ open_volume (hc_tier *fast, hc_tier *slow, const struct hc_open_opts *o, bool an
   v->salvage = salvage && o->read_only ? salvage : NULL;
   pthread_mutex_init (&v->lock, NULL);
   pthread_mutex_init (&v->commit_lock, NULL);
+  pthread_mutex_init (&v->ra.lock, NULL);
+  for (unsigned i = 0; i < HC_RA_SHARED; i++)
+    pthread_mutex_init (&v->ra.w[i].lock, NULL);
   pthread_cond_init (&v->wake, NULL);
   pthread_cond_init (&v->space, NULL);
   pthread_cond_init (&v->fill_wake, NULL);
