@@ -843,6 +843,61 @@ test_readahead (void)
   }
 }
 
+/* Without memory for a journal record, the volume fails as after a failed
+ * commit (the records describe changes already made in RAM): the writes
+ * after it, the flush and the close return -EIO, and the next open finds
+ * every write flushed before it.  realloc is wrapped (-Wl,--wrap=realloc,
+ * for this test only) so that it can be made to fail. */
+static bool realloc_fails;
+void *__real_realloc (void *p, size_t n);
+void *__wrap_realloc (void *p, size_t n);
+void *
+__wrap_realloc (void *p, size_t n)
+{
+  return realloc_fails ? NULL : __real_realloc (p, n);
+}
+
+static void
+test_no_memory_for_records (void)
+{
+  hc_tier *fast, *slow;
+  struct hc_format_opts fo = { .mode = HC_MODE_WRITEBACK };
+  static uint8_t buf[BS], got[BS];
+  char why[200];
+
+  hc_tier_new_memory (64u << 20, &fast);
+  hc_tier_new_memory (128u << 20, &slow);
+  CHECK (hc_volume_format (fast, slow, &fo, why, sizeof why) == 0, "format: %s", why);
+  hc_volume *v = open_vol (fast, slow, false);
+  for (unsigned b = 0; b < 100; b++) {
+    fill (buf, BS, b);
+    CHECK (hc_volume_write (v, buf, BS, (uint64_t) b * BS, 0, NULL) == 0, "write %u", b);
+  }
+  CHECK (hc_volume_flush (v) == 0, "flush");
+  realloc_fails = true;
+  int rc = 0;
+  unsigned b = 100;
+  for (; b < 3000 && rc == 0; b++) { /* a record each: the buffer must grow */
+    fill (buf, BS, b);
+    rc = hc_volume_write (v, buf, BS, (uint64_t) b * BS, 0, NULL);
+  }
+  realloc_fails = false;
+  CHECK (rc == -EIO, "a write after the record was lost fails with EIO (%d, at block %u)", rc, b);
+  CHECK (hc_volume_write (v, buf, BS, 0, 0, NULL) == -EIO, "and so does the next");
+  CHECK (hc_volume_flush (v) == -EIO, "a flush fails: what it would cover is not durable");
+  CHECK (hc_volume_close (v) == -EIO, "close reports it");
+  v = open_vol (fast, slow, false);
+  unsigned bad = 0;
+  for (unsigned i = 0; i < 100; i++) {
+    fill (buf, BS, i);
+    bad += hc_volume_read (v, got, BS, (uint64_t) i * BS, NULL) != 0 || memcmp (got, buf, BS) != 0;
+  }
+  CHECK (bad == 0, "reopened: %u of the flushed blocks differ", bad);
+  CHECK (hc_volume_close (v) == 0, "close");
+  hc_tier_close (slow);
+  hc_tier_close (fast);
+}
+
 /* Sustained write-back writes of three times the cache: the cleaner keeps
  * up (no write falls back to the slow tier for want of a clean block), the
  * class of dirty data survives to its write-back, and everything reads back. */
@@ -1061,6 +1116,7 @@ main (void)
   test_write_through_unrecorded ();
   test_write_through_in_place_error ();
   test_readahead ();
+  test_no_memory_for_records ();
   test_sustained_writes ();
   test_paced_cleaning ();
   return test_exit ("test_volume");

@@ -19,15 +19,29 @@
 
 #include "meta.h"
 
-/* Makes room for one more record in the buffer. */
+/* The record of a change already made in RAM cannot be kept (no memory):
+ * RAM is ahead of what any commit can make durable, so the volume fails as
+ * after a failed commit (hc_meta_commit) — writes, flushes and close return
+ * -EIO and nothing more is committed, so the fast tier keeps the last
+ * durable state, which the next open recovers (caller holds lock). */
+static void
+lost_record (hc_volume *v)
+{
+  v->failed = true;
+}
+
+/* Makes room for one more record in the buffer; NULL (the volume failed)
+ * if there is no memory for it. */
 static uint8_t *
 new_record (hc_volume *v)
 {
   if (v->jrec == v->jcap) {
     size_t ncap = v->jcap ? v->jcap * 2 : 1024;
     uint8_t *nb = realloc (v->jbuf, ncap * HC_META_REC);
-    if (!nb)
-      abort (); /* the record describes a change already made in RAM */
+    if (!nb) {
+      lost_record (v);
+      return NULL;
+    }
     v->jbuf = nb;
     v->jcap = ncap;
   }
@@ -42,11 +56,13 @@ hc_meta_record_block (hc_volume *v, uint32_t c)
   uint64_t w = v->dir.map.blk[c].meta;
   uint8_t *r = new_record (v);
 
+  if (!r)
+    return;
   r[0] = HC_JREC_MAP;
   hc_put32 (r + 4, c);
   hc_put64 (r + 8, hc_meta_entry (w));
   if ((w & HC_M_FORMER) && hc_u64set_add (&v->unmapped, hc_meta_origin (w)) < 0)
-    abort (); /* as for records: the change is already made in RAM */
+    lost_record (v); /* the slow tier could change under an unmapping not yet durable */
   hc_meta_mark_table (v, c);
 }
 
@@ -66,6 +82,8 @@ hc_meta_record_sum (hc_volume *v, uint32_t c)
 {
   uint8_t *r = new_record (v);
 
+  if (!r)
+    return;
   r[0] = HC_JREC_SUM;
   hc_put32 (r + 4, c);
   hc_put64 (r + 8, v->sum[c]);
@@ -78,6 +96,8 @@ hc_meta_record_range (hc_volume *v, uint64_t start, uint64_t end, bool withdraw,
 {
   uint8_t *r = new_record (v);
 
+  if (!r)
+    return;
   r[0] = withdraw ? HC_JREC_WITHDRAW : HC_JREC_RANGE;
   r[1] = (uint8_t) cls;
   r[2] = (uint8_t) advice;

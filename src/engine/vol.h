@@ -267,7 +267,9 @@ void hc_meta_check_other (hc_volume *v);
 
 /* Appends a record that block c's table entry is now what its meta word
  * says (caller holds lock).  An unmapped block's former origin joins the
- * set of origins whose unmapping is not durable yet. */
+ * set of origins whose unmapping is not durable yet.  The record functions
+ * cannot fail: without memory for a record, the volume fails instead
+ * (v->failed), as after a failed commit. */
 void hc_meta_record_block (hc_volume *v, uint32_t c);
 
 /* Marks the table sectors that hold block c's entry (and checksum word) as
