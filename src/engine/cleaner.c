@@ -29,7 +29,12 @@
  *
  * Write-back order: the least valuable class first (lowest priority in the
  * class table, so background and streaming data go before metadata), and
- * within a batch in slow-tier order, so a disk sees ascending offsets.  A
+ * within a batch in slow-tier order, so a disk sees ascending offsets; a
+ * run of consecutive origins goes as one write (up to RUN_MAX blocks,
+ * writeback_run), since a disk's or a remote store's request costs mostly
+ * its latency: a file system's writes that the page cache would have
+ * merged must not reach the disk as 4 KiB requests just because a cache
+ * took them first.  A
  * block keeps the class it was written with, so a journal block is written
  * back as journal — and then demoted, since journals are not read again.
  *
@@ -54,6 +59,7 @@
 #include "io.h"
 
 #define BATCH 16384
+#define RUN_MAX 256 /* blocks of consecutive origins written back as one slow write */
 #define PREFETCH_SLICE 256 /* blocks prefetched per round */
 #define PACE_S 10     /* paced write-back closes its gap in about this long */
 #define PACE_EVERY_NS 1000000000ull /* paced write-back runs at most this often */
@@ -99,6 +105,9 @@ collect (hc_volume *v, struct cand *out, uint64_t max)
   return n;
 }
 
+static long writeback_run (hc_volume *v, const struct cand *cand, size_t n, bool try,
+                           long *wrote);
+
 /* Writes back dirty blocks until at most target are dirty or `limit` were
  * written back.  try: skip blocks whose stripe is busy (the cleaner
  * thread). */
@@ -126,10 +135,21 @@ clean_to (hc_volume *v, uint64_t target, uint64_t limit, bool try)
       break;
     qsort (cand, n, sizeof *cand, by_origin);
     long batch = 0;
-    for (size_t i = 0; i < n && rc >= 0; i++) {
-      rc = hc_vol_writeback (v, cand[i].c, try);
-      if (rc > 0)
-        batch++;
+    for (size_t i = 0, j; i < n && rc >= 0; i = j) {
+      /* Consecutive origins go to the slow tier as one write. */
+      for (j = i + 1; j < n && j - i < RUN_MAX && j - i < v->nstripes
+                      && cand[j].origin == cand[j - 1].origin + 1; j++)
+        ;
+      long wrote = 0;
+      if (j - i == 1) {
+        rc = hc_vol_writeback (v, cand[i].c, try);
+        wrote = rc > 0;
+      } else {
+        long took = writeback_run (v, cand + i, j - i, try, &wrote);
+        rc = took < 0 ? (int) took : 0;
+        j = i + (took > 0 ? (size_t) took : 1);
+      }
+      batch += wrote;
     }
     if (rc >= 0)
       rc = hc_meta_commit (v, false);
@@ -360,6 +380,87 @@ prefetch_block (hc_volume *v, uint64_t blk, struct hc_hint hint, uint8_t *buf)
   pthread_mutex_unlock (&v->lock);
   pthread_rwlock_unlock (stripe (v, blk));
   return rc < 0 ? rc : 1;
+}
+
+/* Writes back dirty blocks of consecutive origins cand[0 … n) (n ≥ 2) as
+ * one slow-tier write: on a disk, or a remote store, a request costs
+ * mostly its latency, and single blocks would cost a write each.  Each
+ * block is taken as hc_vol_writeback takes one (its stripe exclusively,
+ * found still mapped and dirty, no unmapping of it pending), the first
+ * with `try` as given and the others only if free at once (never waiting
+ * while holding some); the run ends before the first that is not, and a
+ * first that is not goes by hc_vol_writeback.  A block the fast tier
+ * fails to give (or whose checksum fails) sends the whole run that way
+ * too, which deals with each error as it does.  Returns how many
+ * candidates were dealt with (≥ 1), the blocks written back in *wrote,
+ * or a negative errno. */
+static long
+writeback_run (hc_volume *v, const struct cand *cand, size_t n, bool try, long *wrote)
+{
+  size_t k = 1, m = 0;
+  int rc;
+
+  *wrote = 0;
+  if (try ? stripe_trywrlock (v, cand[0].origin) != 0 : (stripe_wrlock (v, cand[0].origin), 0))
+    return 1;
+  while (k < n && stripe_trywrlock (v, cand[k].origin) == 0)
+    k++;
+  hc_lock (&v->lock);
+  for (; m < k; m++) {
+    uint32_t c = cand[m].c;
+    if (hc_dir_find (&v->dir, cand[m].origin) != c || !(v->dir.map.blk[c].meta & HC_M_DIRTY)
+        || hc_vol_unmap_pending (v, cand[m].origin))
+      break;
+  }
+  for (size_t i = 0; i < m; i++)
+    pin (v, cand[i].c);
+  pthread_mutex_unlock (&v->lock);
+  for (size_t i = k; i-- > m;)
+    pthread_rwlock_unlock (stripe (v, cand[i].origin));
+  if (m == 0) {
+    rc = hc_vol_writeback (v, cand[0].c, try);
+    *wrote = rc > 0;
+    return rc < 0 ? rc : 1;
+  }
+
+  uint8_t *buf = aligned_alloc (4096, m << v->bshift);
+  bool read_ok = buf != NULL;
+  for (size_t i = 0; i < m && read_ok; i++) {
+    uint8_t *b = buf + (i << v->bshift);
+    read_ok = hc_tier_read (v->fast, b, v->bs, fast_off (v, cand[i].c)) == 0
+              && hc_vol_sum_ok (v, cand[i].c, cand[i].origin, b, false); /* counted below */
+  }
+  rc = read_ok ? hc_tier_write (v->slow, buf, m << v->bshift, cand[0].origin << v->bshift, 0) : 0;
+  free (buf);
+  hc_lock (&v->lock);
+  for (size_t i = 0; i < m; i++)
+    unpin (v, cand[i].c);
+  if (read_ok)
+    slow_changed (v);
+  for (size_t i = 0; i < m && read_ok; i++) {
+    if (rc == 0) {
+      v->cleaned++;
+      hc_dir_set_clean (&v->dir, cand[i].c);
+      hc_meta_record_block (v, cand[i].c);
+    } else {
+      v->dir.stats.errors_fast++;
+    }
+  }
+  pthread_mutex_unlock (&v->lock);
+  for (size_t i = m; i-- > 0;)
+    pthread_rwlock_unlock (stripe (v, cand[i].origin));
+  if (!read_ok) { /* block by block: each error dealt with as one block's is */
+    for (size_t i = 0; i < m; i++) {
+      if ((rc = hc_vol_writeback (v, cand[i].c, try)) < 0)
+        return rc;
+      *wrote += rc > 0;
+    }
+    return (long) m;
+  }
+  if (rc < 0)
+    return rc;
+  *wrote = (long) m;
+  return (long) m;
 }
 
 /* Writes back dirty block c.  The slow tier must not change while an
