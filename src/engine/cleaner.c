@@ -401,8 +401,10 @@ writeback_run (hc_volume *v, const struct cand *cand, size_t n, bool try, long *
   int rc;
 
   *wrote = 0;
-  if (try ? stripe_trywrlock (v, cand[0].origin) != 0 : (stripe_wrlock (v, cand[0].origin), 0))
-    return 1;
+  if (!try)
+    stripe_wrlock (v, cand[0].origin);
+  else if (stripe_trywrlock (v, cand[0].origin) != 0)
+    return 1; /* busy: skipped, as hc_vol_writeback skips it */
   while (k < n && stripe_trywrlock (v, cand[k].origin) == 0)
     k++;
   hc_lock (&v->lock);
