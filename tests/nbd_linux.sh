@@ -6,7 +6,8 @@
 #   2. `hintcache advise --file` on a file in that filesystem keeps its
 #      blocks cached through a flood of random reads (visible in stats);
 #   3. a sequential reader whose requests nbdfuse spreads over its
-#      connections is read ahead from an NBD slow tier.
+#      connections is read ahead from an NBD slow tier, and so is one on a
+#      connection of its own beside a busy random reader on another.
 # Needs root, /dev/fuse, nbdfuse and loop devices; exits 77 without them.
 set -eu
 hc=$1 plugin=$2
@@ -154,6 +155,32 @@ pieces=$(( 64 * 1024 / 128 ))      # FUSE's requests are at most 128 KiB
 echo "64 MiB read through nbdfuse's connections: $((r1 - r0)) slow-tier reads for $pieces requests"
 [ $((r1 - r0)) -le $((pieces / 4)) ] \
   || fail "a sequential reader over several connections was not read ahead: $((r1 - r0)) slow reads"
+
+# A sequential reader on a connection of its own keeps its run while a
+# random reader on another connection sends 20 requests between each two of
+# its own (hits, on the blocks read above): more than the volume's run
+# table holds, so only the connection's own run keeps the readahead.
+cat > "$tmp/two_readers.py" <<'PY'
+import random, sys
+import nbd
+uri = sys.argv[1]
+rnd, seq = nbd.NBD(), nbd.NBD()
+rnd.connect_uri(uri)
+seq.connect_uri(uri)
+random.seed(5)
+for i in range(256):
+    seq.pread(256 << 10, (128 << 20) + (i << 18))
+    for _ in range(20):
+        rnd.pread(4096, random.randrange(16384) << 12)
+PY
+l0=$(wc -l < "$tmp/slow-requests.log")
+python3 "$tmp/two_readers.py" "$(uri "$sock")" || fail "the two readers"
+seq_reads=$(sed -n "$((l0 + 1)),\$p" "$tmp/slow-requests.log" | grep ' Read ' \
+  | python3 -c 'import re, sys
+print(sum(1 for l in sys.stdin
+          if (128 << 20) <= int(re.search(r"offset=(0x[0-9a-f]+)", l).group(1), 16) < (192 << 20)))')
+echo "64 MiB read on one connection beside 5,120 random reads on another: $seq_reads slow-tier reads for 256 requests"
+[ "$seq_reads" -le 64 ] || fail "a sequential reader beside a random one was not read ahead: $seq_reads slow reads"
 detach
 stop_server b
 echo "nbd_linux: ok"

@@ -22,10 +22,12 @@
  * NBD_CMD_CACHE is willneed advice for its range; NBD_CMD_TRIM discards (the
  * data goes from both tiers); NBD_CMD_WRITE_ZEROES zeroes; FUA is native.
  *
- * A connection is not a stream: a client with several connections (nbdfuse
- * opens four) sends one reader's requests over all of them in turn, so the
- * volume matches requests to sequential runs, and to readahead windows, by
- * where they fall, whatever connection they come on.  The thread
+ * Each connection is a stream: its own sequential run and readahead
+ * window, which a busy random reader on another connection cannot wash
+ * out.  A client with several connections (nbdfuse opens four) may send
+ * one reader's requests over all of them in turn, where no connection sees
+ * a run: the volume's own run detection, which sees every request, finds
+ * such a run and gives it a shared window.  The thread
  * model is PARALLEL: the volume is thread-safe.  Multi-conn is advertised
  * because a flush commits the volume's journal and flushes both tiers,
  * which makes every connection's completed writes durable.
@@ -449,13 +451,20 @@ hc_open (int readonly)
   h->ctx.hint = hint;
   h->export = name && *name ? nbdkit_strdup_intern (name) : NULL;
   h->id = atomic_fetch_add (&connections, 1) + 1;
+  if (hc_stream_new (vol, (struct hc_hint) { 0 }, &h->ctx.stream) < 0) {
+    free (h);
+    nbdkit_set_error (ENOMEM);
+    return NULL;
+  }
   return h;
 }
 
 static void
 hc_close (void *handle)
 {
-  free (handle);
+  struct handle *h = handle;
+  hc_stream_free (h->ctx.stream);
+  free (h);
 }
 
 /* The text lives as long as the connection (connections describe

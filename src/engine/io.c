@@ -208,8 +208,12 @@ hc_vol_req_start (hc_volume *v, struct req *r)
 {
   if (r->started)
     return;
-  r->seq = hc_seq_update (&v->seq, r->ctx && r->ctx->stream ? &r->ctx->stream->seq : NULL, r->off,
-                          r->len, v->opts.seq_cutoff);
+  /* A stream's own run, and the volume's runs, which see every request: a
+   * client may spread one reader over several streams (an NBD client's
+   * connections, in turn). */
+  r->seq_own = r->ctx && r->ctx->stream
+               && hc_seq_update (&v->seq, &r->ctx->stream->seq, r->off, r->len, v->opts.seq_cutoff);
+  r->seq = hc_seq_update (&v->seq, NULL, r->off, r->len, v->opts.seq_cutoff) || r->seq_own;
   v->last_io_ns = hc_now_ns ();
   r->started = true;
 }

@@ -109,7 +109,8 @@ read_span (hc_volume *v, hc_tier *t, uint64_t base, uint32_t boff, uint32_t blen
 struct req {
   const struct hc_ioctx *ctx;
   uint64_t off, len; /* the whole request */
-  bool seq;          /* past the sequential cutoff */
+  bool seq;          /* past the sequential cutoff: a run of its stream's or of the volume's */
+  bool seq_own;      /* … of its stream's own */
   bool started;      /* sequential detection done */
   bool around;       /* the fast tier failed a write of this request: go around it */
   uint8_t *bounce;   /* one block, taken on first need (hc_vol_bounce) */

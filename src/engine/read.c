@@ -340,17 +340,23 @@ pick_window (hc_volume *v, uint64_t blk, unsigned k, bool seq)
  * bounds and growth are the same; no data is kept, so nothing can be
  * stale.
  *
- * A stream (a file, a process) has a window of its own.  Other I/O shares
- * a few (v->ra): an NBD client with several connections sends one reader's
- * requests over all of them in turn (nbdfuse does), so a connection is
- * not a stream, and its requests are matched to runs by where they fall,
- * as the run detection matches them (seq.h).  Reads blocks [blk, blk+k)
- * into dst; returns 0 or a negative errno. */
+ * A stream (a file, a process, an NBD connection) has a window of its own
+ * for its own run.  Other runs share a few (v->ra): those of I/O without a
+ * stream, and those only the volume's run detection sees — an NBD client
+ * with several connections may send one reader's requests over all of
+ * them in turn (nbdfuse does), and no connection's own run then grows.
+ * Such requests are matched to a window by where they fall, as the run
+ * detection matches them (seq.h).  Reads blocks [blk, blk+k) into dst;
+ * returns 0 or a negative errno. */
 static int
 read_ahead (hc_volume *v, struct req *r, uint64_t blk, unsigned k, uint8_t *dst)
 {
-  const bool own = r->ctx && r->ctx->stream;
-  const int shared = own ? -1 : pick_window (v, blk, k, r->seq);
+  /* The stream's window serves its own run (and its requests outside any
+   * run, which it may hold); a run only the volume's detection sees goes
+   * to a shared window. */
+  const bool own = r->ctx && r->ctx->stream && (r->seq_own || !r->seq);
+  const bool seq = own ? r->seq_own : r->seq;
+  const int shared = own ? -1 : pick_window (v, blk, k, seq);
   if (!own && shared < 0)
     return hc_tier_read (v->slow, dst, (size_t) k << v->bshift, blk << v->bshift);
   struct hc_readahead *ra = own ? &r->ctx->stream->ra : &v->ra.w[shared];
@@ -360,7 +366,7 @@ read_ahead (hc_volume *v, struct req *r, uint64_t blk, unsigned k, uint8_t *dst)
   int rc;
 
   hc_lock (&ra->lock);
-  if (!ra->n && !r->seq) { /* not a sequential stream: the request alone */
+  if (!ra->n && !seq) { /* not a sequential stream: the request alone */
     pthread_mutex_unlock (&ra->lock);
     return hc_tier_read (v->slow, dst, len, blk << v->bshift);
   }
@@ -380,7 +386,7 @@ read_ahead (hc_volume *v, struct req *r, uint64_t blk, unsigned k, uint8_t *dst)
     return 0;
   }
   bool goes_on = ra->n && blk == ra->blk + ra->n;
-  if ((!r->seq && !goes_on) || k >= max
+  if ((!seq && !goes_on) || k >= max
       || (!tier_cache && !ra->buf && !(ra->buf = aligned_alloc (4096, HC_RA_MAX)))) {
     pthread_mutex_unlock (&ra->lock);
     return hc_tier_read (v->slow, dst, len, blk << v->bshift);
