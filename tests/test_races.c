@@ -175,10 +175,13 @@ rig_down (struct rig *r)
   hc_tier_close (r->smem);
 }
 
-/* What the hooks do: set by each case. */
+/* What the hooks do: set by each case.  The hooks are atomic: a case sets
+ * or clears them while the volume's threads (the cleaner's commits, the
+ * filler) may be calling them. */
+typedef int (*hook_case) (struct rig *r, enum hook_op op, uint64_t off, uint64_t len, bool after,
+                          int rc);
 static struct {
-  int (*fast) (struct rig *r, enum hook_op op, uint64_t off, uint64_t len, bool after, int rc);
-  int (*slow) (struct rig *r, enum hook_op op, uint64_t off, uint64_t len, bool after, int rc);
+  _Atomic hook_case fast, slow;
   volatile int a, b, c;
   uint64_t off;
 } sc;
@@ -186,13 +189,15 @@ static struct {
 static int
 fast_hook (void *arg, enum hook_op op, uint64_t off, uint64_t len, bool after, int rc)
 {
-  return sc.fast ? sc.fast (arg, op, off, len, after, rc) : 0;
+  hook_case f = sc.fast;
+  return f ? f (arg, op, off, len, after, rc) : 0;
 }
 
 static int
 slow_hook (void *arg, enum hook_op op, uint64_t off, uint64_t len, bool after, int rc)
 {
-  return sc.slow ? sc.slow (arg, op, off, len, after, rc) : 0;
+  hook_case f = sc.slow;
+  return f ? f (arg, op, off, len, after, rc) : 0;
 }
 
 static void
