@@ -1,9 +1,11 @@
 /* Sequential-run detection, shared by the volume and the replayer.
  *
  * A run is a sequence of requests each starting where the previous one
- * ended.  A stream (a file or process handle) has a run of its own; other
- * I/O is matched against a few recent runs by where they end, like bcache's
- * per-task tracking, and a request that continues none of them replaces the
+ * ended.  A stream (a file, a process, an NBD connection) has a run of its
+ * own; every request, a stream's too, is also matched against a few recent
+ * runs by where they end, like bcache's per-task tracking (the volume calls
+ * this twice, hc_vol_req_start), so that a reader spread over several
+ * streams is found; a request that continues none of them replaces the
  * least recently used.  The hint-aware policy stops admitting a run's blocks
  * once the run is past its cutoff: a backup or a copy streams through
  * without washing the cache out.
