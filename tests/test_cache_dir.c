@@ -604,28 +604,36 @@ test_protection (void)
   CHECK (kept[1] > kept[0], "hint-aware protects metadata (%u vs %u)", kept[1], kept[0]);
 }
 
-/* Sequential detection keeps the 16 most recently used runs: a run survives
- * 15 unrelated requests between two of its own, not 16; a stream's own run
- * is never displaced. */
+/* Sequential detection: random requests between a run's own do not wash
+ * it out (up to 64 of them between every two, and a flood of 10,000 once
+ * it is established — a table of 16 runs replaced least recently used lost
+ * it at 16); random requests are never sequential; 16 established runs
+ * survive a flood; a stream's own run is never displaced. */
 static void
 test_seq_runs (void)
 {
   const uint64_t mb = 1 << 20, cutoff = 4 * mb;
-  for (unsigned gap = 1; gap <= 17; gap++) {
+  for (unsigned gap = 0; gap <= 64; gap++) {
     struct hc_seq s = { 0 };
     uint64_t off = 0, other = 1ull << 40;
-    bool past = false;
+    bool past = false, random_past = false;
     for (unsigned step = 0; step < 12; step++) {
       past = hc_seq_update (&s, NULL, off, mb, cutoff);
       off += mb;
       for (unsigned k = 0; k < gap; k++, other += 3 * mb)
-        hc_seq_update (&s, NULL, other, 4096, cutoff);
+        random_past |= hc_seq_update (&s, NULL, other, 4096, cutoff);
     }
-    CHECK_EQ (past, gap < HC_SEQ_SLOTS, "a 12 MiB run with %u others between its requests: past "
-              "the cutoff %d", gap, past);
+    CHECK (past, "a 12 MiB run with %u others between its requests is past the cutoff", gap);
+    CHECK (!random_past, "random requests (%u between) are never sequential", gap);
+    for (unsigned k = 0; k < 10000; k++, other += 3 * mb)
+      hc_seq_update (&s, NULL, other, 4096, cutoff);
+    CHECK (hc_seq_update (&s, NULL, off, mb, cutoff),
+           "an established run (%u between) survives a flood of 10,000 random requests", gap);
   }
-  /* Runs in recency order: touch 16 runs, then re-touch them in a shuffled
-   * order; each then continues (a move-to-front bug would lose some). */
+  /* Runs in recency order: 16 runs, each established (continued once),
+   * then 10,000 random requests, then each continues in a shuffled order
+   * (a move-to-front bug, or random requests displacing runs, would lose
+   * some). */
   struct hc_seq s = { 0 };
   uint64_t pos[16];
   for (unsigned i = 0; i < 16; i++) {
@@ -633,12 +641,24 @@ test_seq_runs (void)
     hc_seq_update (&s, NULL, pos[i], 4096, 4096);
     pos[i] += 4096;
   }
+  for (unsigned i = 0; i < 16; i++) { /* each continues once: established */
+    hc_seq_update (&s, NULL, pos[i], 4096, 4096);
+    pos[i] += 4096;
+  }
+  for (unsigned k = 0; k < 10000; k++)
+    hc_seq_update (&s, NULL, ((uint64_t) k + 1000) << 32, 4096, 4096);
   static const unsigned perm[] = { 7, 0, 15, 3, 3, 12, 1, 9, 14, 2, 8, 5, 11, 4, 6, 10, 13, 0, 15 };
   for (unsigned k = 0; k < sizeof perm / sizeof perm[0]; k++) {
     unsigned i = perm[k];
     CHECK (hc_seq_update (&s, NULL, pos[i], 4096, 4096), "run %u continues (step %u)", i, k);
     pos[i] += 4096;
   }
+  /* A 17th run displaces the least recently used (run 7), which becomes a
+   * candidate again: it still continues. */
+  uint64_t p17 = 77ull << 32;
+  hc_seq_update (&s, NULL, p17, 4096, 4096);
+  CHECK (hc_seq_update (&s, NULL, p17 + 4096, 4096, 4096), "a 17th run is established");
+  CHECK (hc_seq_update (&s, NULL, pos[7], 4096, 4096), "the run it displaced continues");
   struct hc_seqslot own = { 0 };
   CHECK (!hc_seq_update (&s, &own, 0, 8 * mb, cutoff), "a stream's first request");
   for (unsigned k = 0; k < 40; k++)

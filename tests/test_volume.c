@@ -844,6 +844,66 @@ test_readahead (void)
   }
 }
 
+/* A sequential reader without a stream (the kernel's NBD client sends every
+ * process's requests over the same connections), with 40 random reads of
+ * another reader between every two of its own, still reads ahead: its
+ * 64 KiB requests over 2 MiB cost the slow tier a few windows, not 32
+ * reads.  (The volume's run table used to hold 16 runs, each random read
+ * displacing the least recent: the reader was forgotten.) */
+struct span_count {
+  uint64_t end;
+  unsigned reads;
+};
+
+static int
+count_reads_below (void *arg, enum hook_op op, uint64_t off, uint64_t len, bool after, int rc)
+{
+  struct span_count *sc = arg;
+  (void) len, (void) rc;
+  if (op == HOOK_READ && !after && off < sc->end)
+    sc->reads++;
+  return 0;
+}
+
+static void
+test_readahead_beside_random (void)
+{
+  hc_tier *fast, *slow_mem, *slow = NULL;
+  struct hc_format_opts fo = { .mode = HC_MODE_WRITEBACK };
+  struct hc_open_opts oo = { .no_cleaner = true, .seq_cutoff = 128 << 10 };
+  static uint8_t data[2u << 20], got[64 << 10], small[BS];
+  struct span_count sc = { .end = sizeof data };
+  hc_volume *v = NULL;
+  char why[200];
+
+  fill (data, sizeof data, 21);
+  hc_tier_new_memory (FAST, &fast);
+  hc_tier_new_memory (SLOW, &slow_mem);
+  CHECK (hook_new (slow_mem, count_reads_below, &sc, &slow) == 0, "hook tier");
+  if (!slow)
+    return;
+  CHECK (hc_tier_write (slow_mem, data, sizeof data, 0, 0) == 0, "data");
+  CHECK (hc_volume_format (fast, slow, &fo, why, sizeof why) == 0, "format: %s", why);
+  CHECK (hc_volume_open (fast, slow, &oo, &v, why, sizeof why) == 0, "open: %s", why);
+  sc.reads = 0; /* not format's and open's own */
+  unsigned bad = 0;
+  for (uint64_t off = 0; off < sizeof data; off += sizeof got) {
+    bad += hc_volume_read (v, got, sizeof got, off, NULL) != 0
+           || memcmp (got, data + off, sizeof got) != 0;
+    for (unsigned k = 0; k < 40; k++) {
+      uint64_t b = sizeof data / BS + next_rand () % (SLOW / BS - sizeof data / BS);
+      bad += hc_volume_read (v, small, BS, b * BS, NULL) != 0;
+    }
+  }
+  CHECK (bad == 0, "%u reads failed or wrong", bad);
+  CHECK (sc.reads <= 8, "32 sequential reads among 1,280 random ones: %u slow-tier reads of the "
+         "sequential reader's range", sc.reads);
+  CHECK (hc_volume_close (v) == 0, "close");
+  hc_tier_close (slow);
+  hc_tier_close (slow_mem);
+  hc_tier_close (fast);
+}
+
 /* Write-back of dirty blocks of consecutive origins is one slow-tier write
  * per run, not one per block (a disk's request costs mostly its latency):
  * 64 blocks written as two separate runs of 32 (and one lone block) are
@@ -1170,6 +1230,7 @@ main (void)
   test_write_through_unrecorded ();
   test_write_through_in_place_error ();
   test_readahead ();
+  test_readahead_beside_random ();
   test_no_memory_for_records ();
   test_writeback_runs ();
   test_sustained_writes ();

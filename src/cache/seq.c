@@ -40,6 +40,30 @@ to_front (uint64_t order, unsigned x)
   return above | below << 4 | x;
 }
 
+/* The candidate entry for a run that continues at `next`. */
+static inline struct hc_seqslot *
+candidate (struct hc_seq *s, uint64_t next)
+{
+  uint64_t h = (next >> 9) * UINT64_C (0x9e3779b97f4a7c15);
+  return &s->cand[(h >> 40) & (HC_SEQ_CANDIDATES - 1)];
+}
+
+/* The established run request `off` continues, found by fingerprint, or
+ * HC_SEQ_SLOTS. */
+static inline unsigned
+find_run (const struct hc_seq *s, uint64_t off)
+{
+  uint64_t want = fingerprint (off) * BYTES_1;
+  unsigned cand = zero_bytes (s->fp[0] ^ want) | zero_bytes (s->fp[1] ^ want) << 8;
+
+  for (; cand; cand &= cand - 1) {
+    unsigned x = (unsigned) __builtin_ctz (cand);
+    if (s->next[x] == off && s->run[x])
+      return x;
+  }
+  return HC_SEQ_SLOTS;
+}
+
 bool
 hc_seq_update (struct hc_seq *s, struct hc_seqslot *own, uint64_t off, uint64_t len,
                uint64_t cutoff)
@@ -52,19 +76,28 @@ hc_seq_update (struct hc_seq *s, struct hc_seqslot *own, uint64_t off, uint64_t 
     next = &own->next;
     run = &own->run;
   } else {
-    uint64_t order = s->order ^ IDENTITY, want = fingerprint (off) * BYTES_1;
-    unsigned cand = zero_bytes (s->fp[0] ^ want) | zero_bytes (s->fp[1] ^ want) << 8, x = 0;
-    bool found = false;
-    for (; cand; cand &= cand - 1) {
-      x = (unsigned) __builtin_ctz (cand);
-      if (s->next[x] == off && s->run[x]) {
-        found = true;
-        break;
+    uint64_t order = s->order ^ IDENTITY;
+    unsigned x = find_run (s, off);
+    if (x == HC_SEQ_SLOTS) {
+      struct hc_seqslot *c = candidate (s, off);
+      if (!(c->run && c->next == off)) {
+        /* Continues nothing: a candidate, where it ends. */
+        if (len) {
+          c = candidate (s, off + len);
+          c->next = off + len;
+          c->run = len;
+        }
+        return cutoff == 0;
       }
-    }
-    if (!found) {
-      x = (unsigned) (order >> 60); /* the least recently used */
-      s->run[x] = 0;
+      /* Continues a candidate: promoted to the runs, in place of the
+       * least recently used one, which becomes a candidate again. */
+      struct hc_seqslot promoted = *c;
+      c->run = 0;
+      x = (unsigned) (order >> 60);
+      if (s->run[x])
+        *candidate (s, s->next[x]) = (struct hc_seqslot) { s->next[x], s->run[x] };
+      s->next[x] = promoted.next;
+      s->run[x] = promoted.run;
     }
     s->order = to_front (order, x) ^ IDENTITY;
     next = &s->next[x];
