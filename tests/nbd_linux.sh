@@ -7,7 +7,9 @@
 #      blocks cached through a flood of random reads (visible in stats);
 #   3. a sequential reader whose requests nbdfuse spreads over its
 #      connections is read ahead from an NBD slow tier, and so is one on a
-#      connection of its own beside a busy random reader on another.
+#      connection of its own beside a busy random reader on another, and
+#      one whose requests come interleaved with a random reader's on the
+#      same connection.
 # Needs root, /dev/fuse, nbdfuse and loop devices; exits 77 without them.
 set -eu
 hc=$1 plugin=$2
@@ -158,29 +160,46 @@ echo "64 MiB read through nbdfuse's connections: $((r1 - r0)) slow-tier reads fo
 
 # A sequential reader on a connection of its own keeps its run while a
 # random reader on another connection sends 20 requests between each two of
-# its own (hits, on the blocks read above): more than the volume's run
-# table holds, so only the connection's own run keeps the readahead.
+# its own (on the region read above): the connection's own run finds it.
 cat > "$tmp/two_readers.py" <<'PY'
 import random, sys
 import nbd
-uri = sys.argv[1]
+uri, base, shared = sys.argv[1], int(sys.argv[2]) << 20, sys.argv[3] == "one"
 rnd, seq = nbd.NBD(), nbd.NBD()
 rnd.connect_uri(uri)
-seq.connect_uri(uri)
+if shared:
+    seq = rnd
+else:
+    seq.connect_uri(uri)
 random.seed(5)
 for i in range(256):
-    seq.pread(256 << 10, (128 << 20) + (i << 18))
+    seq.pread(256 << 10, base + (i << 18))
     for _ in range(20):
         rnd.pread(4096, random.randrange(16384) << 12)
 PY
-l0=$(wc -l < "$tmp/slow-requests.log")
-python3 "$tmp/two_readers.py" "$(uri "$sock")" || fail "the two readers"
-seq_reads=$(sed -n "$((l0 + 1)),\$p" "$tmp/slow-requests.log" | grep ' Read ' \
-  | python3 -c 'import re, sys
+# two_readers MIB one|two: the slow tier's reads of [MIB, MIB + 64) MiB
+two_readers() {
+  local l0
+  l0=$(wc -l < "$tmp/slow-requests.log")
+  python3 "$tmp/two_readers.py" "$(uri "$sock")" "$1" "$2" || fail "the two readers"
+  sed -n "$((l0 + 1)),\$p" "$tmp/slow-requests.log" | grep ' Read ' \
+    | python3 -c 'import re, sys
+lo = int(sys.argv[1]) << 20
 print(sum(1 for l in sys.stdin
-          if (128 << 20) <= int(re.search(r"offset=(0x[0-9a-f]+)", l).group(1), 16) < (192 << 20)))')
+          if lo <= int(re.search(r"offset=(0x[0-9a-f]+)", l).group(1), 16) < lo + (64 << 20)))' "$1"
+}
+seq_reads=$(two_readers 128 two)
 echo "64 MiB read on one connection beside 5,120 random reads on another: $seq_reads slow-tier reads for 256 requests"
 [ "$seq_reads" -le 64 ] || fail "a sequential reader beside a random one was not read ahead: $seq_reads slow reads"
+
+# Both readers on one connection, as the kernel's NBD client sends every
+# process's requests: the connection's own run breaks at every random
+# read, and only the volume's run table can find the sequential reader —
+# with 20 random requests between two of its own, more than the 16 runs it
+# holds, so only if random requests cannot displace an established run.
+seq_reads=$(two_readers 192 one)
+echo "64 MiB read interleaved with 5,120 random reads on one connection: $seq_reads slow-tier reads for 256 requests"
+[ "$seq_reads" -le 64 ] || fail "a sequential reader interleaved with a random one was not read ahead: $seq_reads slow reads"
 detach
 stop_server b
 echo "nbd_linux: ok"
