@@ -658,6 +658,10 @@ test_seq_runs (void)
   uint64_t p17 = 77ull << 32;
   hc_seq_update (&s, NULL, p17, 4096, 4096);
   CHECK (hc_seq_update (&s, NULL, p17 + 4096, 4096, 4096), "a 17th run is established");
+  bool run7_held = false;
+  for (unsigned x = 0; x < HC_SEQ_SLOTS; x++)
+    run7_held |= s.run[x] && s.next[x] == pos[7];
+  CHECK (!run7_held, "the least recently used run (7) left the 16 runs");
   CHECK (hc_seq_update (&s, NULL, pos[7], 4096, 4096), "the run it displaced continues");
   struct hc_seqslot own = { 0 };
   CHECK (!hc_seq_update (&s, &own, 0, 8 * mb, cutoff), "a stream's first request");
