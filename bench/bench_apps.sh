@@ -42,8 +42,16 @@
 # part.  The goal (issue "Performance users feel"): hintcache, with or
 # without hints, beats the cache filter on every application.
 #
+# Single runs vary more than configurations do on pgbench and SQLite (the
+# same code has given SQLite 28 and 606 tx/s), so the configurations can
+# be measured ROUNDS times, taking turns (BENCH_APPS_ROUNDS, default 1):
+# the table then shows each figure's median (the lower middle one for an
+# even count), and a second table each figure's lowest and highest.
+#
 # Usage: bench_apps.sh PLUGIN [SECONDS [DELAY [MEM [CACHE [SCALE]]]]]
 #        (default 60 4ms 256M 1G 1)
+#        BENCH_APPS_CONFIGS="…"  a subset of the configurations, in order
+#        BENCH_APPS_ROUNDS=R     each configuration R times (default 1)
 set -euo pipefail
 plugin=${1:?usage: bench_apps.sh PLUGIN [SECONDS [DELAY [MEM [CACHE [SCALE]]]]]}
 secs=${2:-60}
@@ -247,21 +255,45 @@ printf 'slow tier: %s per request, one at a time; cache %s; applications in %s o
   "$delay" "$cache" "$mem"
 printf '%s s per timed run, data scale %s\n\n' "$secs" "$scale"
 configs=(${BENCH_APPS_CONFIGS:-none filter hintcache hinted})  # a subset: BENCH_APPS_CONFIGS="filter hinted"
-for c in "${configs[@]}"; do
-  echo "== $c" >&2
-  measure "$c"
-  # Each configuration's figures as soon as they exist (a run stopped
-  # part-way keeps them).
-  echo "== $c: pgbench ${result[$c.pgbench]:-} tps, sqlite ${result[$c.sqlite]:-} tx/s," \
-    "build ${result[$c.build]:-} s, backup ${result[$c.backup]:-} MB/s beside" \
-    "${result[$c.beside]:-} tps, flash ${result[$c.flash]:-} MiB" >&2
+rounds=${BENCH_APPS_ROUNDS:-1}
+[[ "$rounds" =~ ^[1-9][0-9]*$ ]] || { echo "bench_apps: BENCH_APPS_ROUNDS must be a positive integer" >&2; exit 2; }
+figures=(pgbench sqlite build backup beside flash)
+declare -A all lo hi
+for r in $(seq "$rounds"); do
+  for c in "${configs[@]}"; do
+    echo "== $c (round $r of $rounds)" >&2
+    measure "$c"
+    # Each run's figures as soon as they exist (a run stopped part-way
+    # keeps them).
+    echo "== $c, round $r: pgbench ${result[$c.pgbench]:-} tps, sqlite ${result[$c.sqlite]:-} tx/s," \
+      "build ${result[$c.build]:-} s, backup ${result[$c.backup]:-} MB/s beside" \
+      "${result[$c.beside]:-} tps, flash ${result[$c.flash]:-} MiB" >&2
+    for f in "${figures[@]}"; do all[$c.$f]+="${result[$c.$f]:-} "; done
+  done
 done
+# Each figure over the rounds: median, lowest, highest.
+for c in "${configs[@]}"; do
+  for f in "${figures[@]}"; do
+    read -r "result[$c.$f]" "lo[$c.$f]" "hi[$c.$f]" < <(tr ' ' '\n' <<<"${all[$c.$f]}" | grep . | sort -n \
+      | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)], v[1], v[NR]; else print "", "", "" }')
+  done
+done
+[ "$rounds" = 1 ] || echo "medians of $rounds rounds:"
 printf '%-10s %12s %12s %10s %12s %12s %12s\n' "" "pgbench tps" "sqlite tx/s" "build s" \
   "backup MB/s" "beside tps" "flash MiB"
 for c in "${configs[@]}"; do
   printf '%-10s %12s %12s %10s %12s %12s %12s\n' "$c" "${result[$c.pgbench]:-}" "${result[$c.sqlite]:-}" \
     "${result[$c.build]:-}" "${result[$c.backup]:-}" "${result[$c.beside]:-}" "${result[$c.flash]:-}"
 done
+if [ "$rounds" != 1 ]; then
+  echo
+  echo "lowest-highest of $rounds rounds:"
+  for c in "${configs[@]}"; do
+    printf '%-10s' "$c"
+    for f in "${figures[@]}"; do printf ' %12s' "${lo[$c.$f]:-}-${hi[$c.$f]:-}"; done
+    echo
+  done
+fi
 echo
 for c in hintcache hinted; do
   awk -v c="$c" -v p="${result[$c.pgbench]:-}" -v pf="${result[filter.pgbench]:-}" \
