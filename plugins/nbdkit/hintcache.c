@@ -23,8 +23,8 @@
  * data goes from both tiers); NBD_CMD_WRITE_ZEROES zeroes; FUA is native.
  *
  * Each connection is a stream: its own sequential run and readahead
- * window, which a busy random reader on another connection cannot wash
- * out.  A client with several connections (nbdfuse opens four) may send
+ * window, so that its reader never competes with others for the volume's
+ * few shared windows.  A client with several connections (nbdfuse opens four) may send
  * one reader's requests over all of them in turn, where no connection sees
  * a run: the volume's own run detection, which sees every request, finds
  * such a run and gives it a shared window.  The thread
