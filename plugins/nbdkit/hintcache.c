@@ -24,10 +24,10 @@
  *
  * Each connection is a stream: its own sequential run and readahead
  * window, so that its reader never competes with others for the volume's
- * few shared windows.  A client with several connections (nbdfuse opens four) may send
- * one reader's requests over all of them in turn, where no connection sees
- * a run: the volume's own run detection, which sees every request, finds
- * such a run and gives it a shared window.  The thread
+ * few shared windows.  A client with several connections (nbdfuse opens
+ * four) may send one reader's requests over all of them in turn, where no
+ * connection sees a run: the volume's own run detection, which sees every
+ * request, finds such a run and gives it a shared window.  The thread
  * model is PARALLEL: the volume is thread-safe.  Multi-conn is advertised
  * because a flush commits the volume's journal and flushes both tiers,
  * which makes every connection's completed writes durable.
