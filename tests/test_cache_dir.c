@@ -604,6 +604,42 @@ test_protection (void)
   CHECK (kept[1] > kept[0], "hint-aware protects metadata (%u vs %u)", kept[1], kept[0]);
 }
 
+/* Willneed advice holds when the evidence has turned probation off (the
+ * main FIFO then takes every new block, as CLOCK): 200 advised blocks, read
+ * once, outlive a flood of one-time misses twice the cache's size with no
+ * access of their own.  The same blocks protected only by their class's
+ * priority (one hit of credit, as before willneed gave the most) do not:
+ * the comparison shows the test can fail. */
+static unsigned
+advised_kept (enum hc_advice advice)
+{
+  struct hc_directory d;
+  const struct hc_hint h = { .cls = HC_CLASS_METADATA, .advice = (uint8_t) advice };
+  unsigned kept = 0;
+
+  CHECK (hc_dir_init_fixed (&d, 1000, HC_POLICY_HINTAWARE, NULL, HC_FX_ALL & ~HC_FX_FILTER) == 0,
+         "init");
+  for (uint64_t b = 0; b < 200; b++)
+    access1 (&d, b, h, false);
+  for (uint64_t b = 0; b < 2000; b++)
+    access1 (&d, 1000000 + b, (struct hc_hint) { 0 }, false);
+  for (uint64_t b = 0; b < 200; b++)
+    kept += hc_dir_find (&d, b) != HC_NIL;
+  hc_dir_fini (&d);
+  return kept;
+}
+
+static void
+test_advice_outlives_flood (void)
+{
+  unsigned advised = advised_kept (HC_ADVICE_WILLNEED), classed = advised_kept (HC_ADVICE_NONE);
+
+  printf ("of 200 blocks after a flood twice the cache, probation off: willneed kept %u, "
+          "metadata class alone %u\n", advised, classed);
+  CHECK (advised == 200, "willneed blocks kept: %u of 200", advised);
+  CHECK (classed < 100, "class priority alone gives less credit: %u of 200 kept", classed);
+}
+
 /* Sequential detection: random requests between a run's own do not wash
  * it out (up to 64 of them between every two, and a flood of 10,000 once
  * it is established — a table of 16 runs replaced least recently used lost
@@ -715,5 +751,6 @@ main (void)
   test_victim_past_dirty ();
   test_journal_demoted_after_writeback ();
   test_protection ();
+  test_advice_outlives_flood ();
   return test_exit ("test_cache_dir");
 }

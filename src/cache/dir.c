@@ -336,6 +336,19 @@ hc_dir_set_clean (struct hc_directory *d, uint32_t c)
     hc_policy_demote (&d->policy, c);
 }
 
+/* A hit on c by its own class, with `advice`: a protected class's credit
+ * (one hit), or willneed's (the most a block holds). */
+static void
+protect (struct hc_directory *d, uint32_t c, enum hc_advice advice)
+{
+  struct hc_access a = {
+    .origin = hc_meta_origin (d->map.blk[c].meta),
+    .hint = { .cls = (uint8_t) hc_meta_class (d->map.blk[c].meta), .advice = (uint8_t) advice },
+  };
+  hc_policy_hit (&d->policy, c, &a);
+  d->map.blk[c].meta |= HC_M_HINTED;
+}
+
 void
 hc_dir_reclass (struct hc_directory *d, uint32_t c, unsigned cls)
 {
@@ -358,7 +371,7 @@ hc_dir_reclass (struct hc_directory *d, uint32_t c, unsigned cls)
   if (demote)
     hc_policy_demote (&d->policy, c);
   else if (attrs.priority >= RECLASS_HIGH && applies (d, HC_FX_PLACE, cls, HC_ATTR_PRIORITY))
-    hc_dir_protect (d, c);
+    protect (d, c, HC_ADVICE_NONE);
 }
 
 void
@@ -370,12 +383,7 @@ hc_dir_demote (struct hc_directory *d, uint32_t c)
 void
 hc_dir_protect (struct hc_directory *d, uint32_t c)
 {
-  struct hc_access a = {
-    .origin = hc_meta_origin (d->map.blk[c].meta),
-    .hint = { .cls = (uint8_t) hc_meta_class (d->map.blk[c].meta), .advice = HC_ADVICE_WILLNEED },
-  };
-  hc_policy_hit (&d->policy, c, &a);
-  d->map.blk[c].meta |= HC_M_HINTED;
+  protect (d, c, HC_ADVICE_WILLNEED);
 }
 
 uint32_t

@@ -10,6 +10,12 @@
  *                          FIFO with one hit of credit: it is protected, and
  *                          counts as "hinted" for the hint-efficacy figure.
  *                          Others start in the small FIFO as usual.
+ *                          Willneed advice (an insert or a hit) gives the
+ *                          most credit a block can hold, three passes of the
+ *                          main FIFO: advice is a request, and it must hold
+ *                          when the evidence turns probation off and a flood
+ *                          of new blocks goes straight into the main FIFO,
+ *                          where one credit would last a single pass.
  *   how it ages            a class of priority < 4 (journal, streaming,
  *                          background) needs two hits to leave the small
  *                          FIFO, loses two credits per pass in main, and is
@@ -41,6 +47,7 @@
 
 #define PROTECT_PRIORITY 12
 #define LOW_PRIORITY 4
+#define ADVICE_CREDIT 3 /* the most a block's two frequency bits hold */
 
 static unsigned
 block_priority (const struct hc_policy *p, uint64_t w)
@@ -102,7 +109,8 @@ ha_insert (struct hc_policy *p, uint32_t c, const struct hc_access *a)
   struct hc_map *m = p->map;
 
   if (is_protected (p, a)) {
-    hc_map_set_field (m, c, HC_M_FREQ_MASK, HC_M_FREQ_SHIFT, 1);
+    hc_map_set_field (m, c, HC_M_FREQ_MASK, HC_M_FREQ_SHIFT,
+                      a->hint.advice == HC_ADVICE_WILLNEED ? ADVICE_CREDIT : 1);
     m->blk[c].meta |= HC_M_HINTED;
     hc_policy_enqueue (m, c, HC_S3_MAIN, false);
   } else if (!(p->effects & HC_FX_FILTER)
@@ -124,6 +132,8 @@ ha_hit (struct hc_policy *p, uint32_t c, const struct hc_access *a)
     return;
   }
   hc_s3_hit (p, c);
+  if (a->hint.advice == HC_ADVICE_WILLNEED)
+    hc_map_set_field (m, c, HC_M_FREQ_MASK, HC_M_FREQ_SHIFT, ADVICE_CREDIT);
   if (is_protected (p, a))
     m->blk[c].meta |= HC_M_HINTED;
 }
