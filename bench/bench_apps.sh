@@ -201,6 +201,27 @@ configure() {                   # configure NAME: servers and a fresh file syste
   fi
 }
 
+# cache_state WHAT: for the plugin, one line on what the cache did so far
+# (effects in force, read hits and misses, bypasses by reason), so that a
+# figure far from its usual value can be traced to the cache's decisions.
+cache_state() {
+  case $cfg in hintcache|hinted) ;; *) return 0 ;; esac
+  "$cli" stats --socket "$dir/hc.ctl" --json 2>/dev/null | python3 -c '
+import json, sys
+s = json.load(sys.stdin)
+hits = sum(c["read"]["hits"] for c in s["classes"].values())
+miss = sum(c["read"]["misses"] for c in s["classes"].values())
+byp = {}
+for c in s["classes"].values():
+    for k in ("read", "write"):
+        for why, n in c[k]["bypass"].items():
+            if n:
+                byp[k + " " + why] = byp.get(k + " " + why, 0) + n
+print("   cache after %s: effects %s; reads %d hits, %d misses; bypassed %s" % (sys.argv[1],
+      "+".join(s["hint_effects"]) or "none", hits, miss,
+      ", ".join("%s %d" % kv for kv in sorted(byp.items())) or "nothing"))' "$1" || true
+}
+
 measure() {                     # measure NAME
   configure "$1"
   local w0 t0 t1 bytes
@@ -217,6 +238,7 @@ measure() {                     # measure NAME
   pg_start
   "$pg/pgbench" -c 4 -j 2 -T "$secs" > "$dir/run/pgbench.log" 2>&1
   result[$1.pgbench]=$(pgbench_tps "$dir/run/pgbench.log")
+  cache_state pgbench
 
   # sqlite
   mkdir -p "$dir/mnt/sqlite"
@@ -224,6 +246,7 @@ measure() {                     # measure NAME
   drop_caches
   result[$1.sqlite]=$(run transaction python3 "$dir/run/sqlite.py" "$dir/mnt/sqlite/db" run \
     "$rows" "$secs")
+  cache_state sqlite
 
   # build
   mkdir -p "$dir/mnt/src"
@@ -234,6 +257,7 @@ measure() {                     # measure NAME
     && cmake --build '$dir/mnt/build' -j2 >/dev/null"
   t1=$(date +%s.%N)
   result[$1.build]=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.0f", b - a }')
+  cache_state build
 
   # backup beside pgbench
   drop_caches
@@ -246,6 +270,7 @@ measure() {                     # measure NAME
   result[$1.backup]=$(awk -v n="$bytes" -v a="$t0" -v b="$t1" 'BEGIN { printf "%.0f", n / 1e6 / (b - a) }')
   result[$1.beside]=$(pgbench_tps "$dir/run/pgbench2.log")
   result[$1.flash]=$(( ($(written) - w0) >> 20 ))
+  cache_state backup
 
   detach
   stop hc; stop filter; stop slow
