@@ -202,7 +202,8 @@ configure() {                   # configure NAME: servers and a fresh file syste
 }
 
 # cache_state WHAT: for the plugin, one line on what the cache did so far
-# (effects in force, read hits and misses, bypasses by reason), so that a
+# (effects in force, read hits and misses, dirty blocks now, commits,
+# bypasses by reason), so that a
 # figure far from its usual value can be traced to the cache's decisions.
 cache_state() {
   case $cfg in hintcache|hinted) ;; *) return 0 ;; esac
@@ -217,8 +218,9 @@ for c in s["classes"].values():
         for why, n in c[k]["bypass"].items():
             if n:
                 byp[k + " " + why] = byp.get(k + " " + why, 0) + n
-print("   cache after %s: effects %s; reads %d hits, %d misses; bypassed %s" % (sys.argv[1],
-      "+".join(s["hint_effects"]) or "none", hits, miss,
+dirty = sum(c["dirty"] for c in s["classes"].values())
+print("   cache after %s: effects %s; reads %d hits, %d misses; %d dirty, %d commits; bypassed %s"
+      % (sys.argv[1], "+".join(s["hint_effects"]) or "none", hits, miss, dirty, s["commits"],
       ", ".join("%s %d" % kv for kv in sorted(byp.items())) or "nothing"))' "$1" || true
 }
 
