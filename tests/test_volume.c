@@ -4,8 +4,9 @@
  * switches clean, discard and zero, admission and statistics follow hints,
  * fast-tier read errors are survived, write-through copies are recorded
  * dirty until settled, concurrent writers and readers
- * agree with a model, and the cleaner paces its write-back while the volume
- * is busy. */
+ * agree with a model, the cleaner paces its write-back while the volume
+ * is busy, and flushes the slow tier for its write-back itself (a client's
+ * flush meanwhile never does). */
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -957,6 +958,98 @@ test_writeback_runs (void)
   hc_tier_close (fast);
 }
 
+/* The cleaner flushes the slow tier for its own write-back: a client that
+ * flushes while the cleaner writes back (as a database's every commit
+ * does) never waits for the slow tier's flush (cleaner.c).  The slow tier
+ * takes 300 us per write, so 400 scattered dirty blocks take a while to
+ * write back; meanwhile a client thread rewrites a block of its own and
+ * flushes, over and over.  Every flush of the slow tier must come from the
+ * cleaning thread, and the slow tier must then hold every block. */
+struct wb_spy {
+  pthread_t client;
+  _Atomic unsigned flushes, client_flushes;
+  _Atomic bool done;
+  hc_volume *v;
+  unsigned rounds;
+};
+
+static int
+wb_spy_hook (void *arg, enum hook_op op, uint64_t off, uint64_t len, bool after, int rc)
+{
+  struct wb_spy *s = arg;
+
+  (void) off, (void) len, (void) rc;
+  if (after)
+    return 0;
+  if (op == HOOK_WRITE)
+    usleep (300);
+  if (op == HOOK_FLUSH) {
+    s->flushes++;
+    if (pthread_equal (pthread_self (), s->client))
+      s->client_flushes++;
+  }
+  return 0;
+}
+
+static void *
+wb_client (void *arg)
+{
+  struct wb_spy *s = arg;
+  static uint8_t b[BS];
+
+  while (!s->done) {
+    fill (b, BS, s->rounds);
+    CHECK (hc_volume_write (s->v, b, BS, (uint64_t) 1500 * BS, 0, NULL) == 0, "client write");
+    CHECK (hc_volume_flush (s->v) == 0, "client flush");
+    s->rounds++;
+  }
+  return NULL;
+}
+
+static void
+test_writeback_flushes_its_own (void)
+{
+  hc_tier *fast, *slow_mem, *slow = NULL;
+  struct hc_format_opts fo = { .mode = HC_MODE_WRITEBACK };
+  struct wb_spy spy = { 0 };
+  static uint8_t buf[BS], got[BS];
+  char why[200];
+  pthread_t t;
+
+  hc_tier_new_memory (FAST, &fast);
+  hc_tier_new_memory (SLOW, &slow_mem);
+  CHECK (hook_new (slow_mem, wb_spy_hook, &spy, &slow) == 0, "hook tier");
+  if (!slow)
+    return;
+  CHECK (hc_volume_format (fast, slow, &fo, why, sizeof why) == 0, "format: %s", why);
+  spy.v = open_vol (fast, slow, false);
+  for (uint64_t b = 0; b < 800; b += 2) {
+    fill (buf, BS, b);
+    CHECK (hc_volume_write (spy.v, buf, BS, b * BS, 0, NULL) == 0, "write");
+  }
+  CHECK (hc_volume_flush (spy.v) == 0, "flush");
+  CHECK (pthread_create (&t, NULL, wb_client, &spy) == 0, "client thread");
+  spy.client = t;
+  CHECK (hc_volume_clean (spy.v) == 0, "clean");
+  spy.done = true;
+  pthread_join (t, NULL);
+  printf ("write-back of 400 blocks: %u slow-tier flushes, %u of them by a client that flushed "
+          "%u times meanwhile\n", spy.flushes, spy.client_flushes, spy.rounds);
+  CHECK (spy.rounds >= 3, "the client flushed while the cleaner wrote back (%u times)", spy.rounds);
+  CHECK (spy.client_flushes == 0, "a client's flush waited for the slow tier's (%u times)",
+         spy.client_flushes);
+  unsigned bad = 0;
+  for (uint64_t b = 0; b < 800; b += 2) {
+    fill (buf, BS, b);
+    bad += hc_tier_read (slow_mem, got, BS, b * BS) != 0 || memcmp (got, buf, BS) != 0;
+  }
+  CHECK (bad == 0, "%u blocks differ on the slow tier after write-back", bad);
+  CHECK (hc_volume_close (spy.v) == 0, "close");
+  hc_tier_close (slow);
+  hc_tier_close (slow_mem);
+  hc_tier_close (fast);
+}
+
 /* Without memory for a journal record, the volume fails as after a failed
  * commit (the records describe changes already made in RAM): the writes
  * after it, the flush and the close return -EIO, and the next open finds
@@ -1233,6 +1326,7 @@ main (void)
   test_readahead_beside_random ();
   test_no_memory_for_records ();
   test_writeback_runs ();
+  test_writeback_flushes_its_own ();
   test_sustained_writes ();
   test_paced_cleaning ();
   return test_exit ("test_volume");

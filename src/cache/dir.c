@@ -316,7 +316,7 @@ hc_dir_set_dirty (struct hc_directory *d, uint32_t c, unsigned cls)
   d->occupancy[cls]++;
   d->ndirty[cls]++;
   hc_map_set_field (&d->map, c, HC_M_CLASS_MASK, HC_M_CLASS_SHIFT, cls);
-  d->map.blk[c].meta = (d->map.blk[c].meta | HC_M_DIRTY) & ~HC_M_UNRECORDED;
+  d->map.blk[c].meta = (d->map.blk[c].meta | HC_M_DIRTY) & ~(HC_M_UNRECORDED | HC_M_WB);
 }
 
 void
@@ -328,7 +328,7 @@ hc_dir_set_clean (struct hc_directory *d, uint32_t c)
 
   if (!(w & HC_M_DIRTY))
     return;
-  d->map.blk[c].meta &= ~HC_M_DIRTY;
+  d->map.blk[c].meta &= ~(HC_M_DIRTY | HC_M_WB);
   d->ndirty[cls]--;
   d->stats.cls[cls].writebacks++;
   hc_dir_attrs (d, cls, &attrs);

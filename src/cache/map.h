@@ -59,6 +59,8 @@
 #define HC_M_FUA (UINT64_C (1) << 52)
 #define HC_M_WRITING (UINT64_C (1) << 53)
 #define HC_M_UNRECORDED (UINT64_C (1) << 54) /* clean, but recorded dirty (engine: write.c) */
+#define HC_M_WB (UINT64_C (1) << 55) /* dirty, written back, the slow tier's flush to come
+                                      * (engine: cleaner.c); a write clears it */
 
 /* A list threaded through the map's links. */
 struct hc_list {

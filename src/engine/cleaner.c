@@ -27,6 +27,24 @@
  *              bounds the second by about a minute's writes and fills
  *              (when the volume rests now and then).
  *
+ * Write-back is flushed by the cleaner, not by the clients.  A block's
+ * record may say "clean" (or the block may be evicted) only once the slow
+ * tier's copy is durable, so it used to be that every commit after a
+ * write-back flushed the slow tier first, a client's too: in write-back,
+ * each fsync of an application then waited for the disk's cache flush
+ * behind the cleaner's writes, whenever the cleaner was busy (SQLite's
+ * commit rate fell from 867 to 42 a second with a backlog to write back,
+ * on a disk of 4 ms per request).  Now a block written back by the
+ * cleaner stays dirty, marked HC_M_WB, until the cleaner has written a
+ * group of runs (WB_GROUP) and flushed the slow tier once; only then does
+ * it mark those blocks clean and record them (wb_settle), if no write
+ * came meanwhile (a write clears HC_M_WB; a copy-on-write moves the
+ * block).  Nothing a client commits depends on an unflushed write-back,
+ * so a client's commit flushes the fast tier alone.  A crash before the
+ * flush finds the blocks dirty and writes them back again.  Single blocks
+ * written back for advice (evict) keep the old way: their caller commits
+ * at once, flushing the slow tier.
+ *
  * Write-back order: the least valuable class first (lowest priority in the
  * class table, so background and streaming data go before metadata), and
  * within a batch in slow-tier order, so a disk sees ascending offsets; a
@@ -63,6 +81,7 @@
 #define PREFETCH_SLICE 256 /* blocks prefetched per round */
 #define PACE_S 10     /* paced write-back closes its gap in about this long */
 #define PACE_EVERY_NS 1000000000ull /* paced write-back runs at most this often */
+#define WB_GROUP 16   /* runs written back between two flushes of the slow tier */
 
 struct cand {
   uint64_t origin;
@@ -105,8 +124,58 @@ collect (hc_volume *v, struct cand *out, uint64_t max)
   return n;
 }
 
+/* Blocks written back whose slow-tier flush is to come (see the top). */
+struct wb_pending {
+  struct cand *b;
+  size_t n;
+};
+
 static long writeback_run (hc_volume *v, const struct cand *cand, size_t n, bool try,
-                           long *wrote);
+                           long *wrote, struct wb_pending *pend);
+static int writeback_one (hc_volume *v, uint32_t c, bool try, struct wb_pending *pend);
+static void written_back (hc_volume *v, uint32_t c, uint64_t blk, struct wb_pending *pend);
+
+/* Flushes the slow tier, then marks clean and records the pending blocks
+ * that no write touched since they were written back.  Each is marked
+ * under its stripe, as it was written back: a writer between its decision
+ * and its outcome (which may write the slow tier, trusting the block's
+ * dirty records) holds it, and then the block stays dirty, to be written
+ * back again.  Returns how many were marked, or a negative errno (they
+ * all stay dirty). */
+static long
+wb_settle (hc_volume *v, struct wb_pending *pend)
+{
+  long marked = 0;
+
+  if (pend->n == 0)
+    return 0;
+  int rc = hc_tier_flush (v->slow);
+  for (size_t i = 0; i < pend->n; i++) {
+    const uint32_t c = pend->b[i].c;
+    const uint64_t origin = pend->b[i].origin;
+    const bool held = rc == 0 && stripe_trywrlock (v, origin) == 0;
+    hc_lock (&v->lock);
+    if (hc_dir_find (&v->dir, origin) == c && (v->dir.map.blk[c].meta & HC_M_WB)) {
+      v->dir.map.blk[c].meta &= ~HC_M_WB;
+      if (held) {
+        v->cleaned++;
+        hc_dir_set_clean (&v->dir, c);
+        hc_meta_record_block (v, c);
+        marked++;
+      }
+    } /* else written, moved or dropped since */
+    pthread_mutex_unlock (&v->lock);
+    if (held)
+      pthread_rwlock_unlock (stripe (v, origin));
+  }
+  if (marked) {
+    hc_lock (&v->lock);
+    pthread_cond_broadcast (&v->space);
+    pthread_mutex_unlock (&v->lock);
+  }
+  pend->n = 0;
+  return rc < 0 ? rc : marked;
+}
 
 /* Writes back dirty blocks until at most target are dirty or `limit` were
  * written back.  try: skip blocks whose stripe is busy (the cleaner
@@ -115,11 +184,15 @@ static long
 clean_to (hc_volume *v, uint64_t target, uint64_t limit, bool try)
 {
   struct cand *cand = malloc (BATCH * sizeof *cand);
+  struct wb_pending pend = { malloc (BATCH * sizeof *pend.b), 0 };
   long done = 0;
   int rc = 0;
 
-  if (!cand)
+  if (!cand || !pend.b) {
+    free (cand);
+    free (pend.b);
     return -ENOMEM;
+  }
   for (;;) {
     hc_lock (&v->lock);
     uint64_t dirty = hc_vol_dirty (v), want = dirty > target ? dirty - target : 0;
@@ -135,6 +208,7 @@ clean_to (hc_volume *v, uint64_t target, uint64_t limit, bool try)
       break;
     qsort (cand, n, sizeof *cand, by_origin);
     long batch = 0;
+    unsigned runs = 0;
     for (size_t i = 0, j; i < n && rc >= 0; i = j) {
       /* Consecutive origins go to the slow tier as one write. */
       for (j = i + 1; j < n && j - i < RUN_MAX && j - i < v->nstripes
@@ -142,15 +216,23 @@ clean_to (hc_volume *v, uint64_t target, uint64_t limit, bool try)
         ;
       long wrote = 0;
       if (j - i == 1) {
-        rc = hc_vol_writeback (v, cand[i].c, try);
+        rc = writeback_one (v, cand[i].c, try, &pend);
         wrote = rc > 0;
       } else {
-        long took = writeback_run (v, cand + i, j - i, try, &wrote);
+        long took = writeback_run (v, cand + i, j - i, try, &wrote, &pend);
         rc = took < 0 ? (int) took : 0;
         j = i + (took > 0 ? (size_t) took : 1);
       }
-      batch += wrote;
+      if (wrote && ++runs % WB_GROUP == 0) {
+        long marked = wb_settle (v, &pend);
+        rc = marked < 0 ? (int) marked : rc;
+        batch += marked > 0 ? marked : 0;
+      }
     }
+    long marked = wb_settle (v, &pend);
+    if (rc >= 0 && marked < 0)
+      rc = (int) marked;
+    batch += marked > 0 ? marked : 0;
     if (rc >= 0)
       rc = hc_meta_commit (v, false);
     done += batch;
@@ -164,6 +246,7 @@ clean_to (hc_volume *v, uint64_t target, uint64_t limit, bool try)
       break;
   }
   free (cand);
+  free (pend.b);
   return rc < 0 ? rc : done;
 }
 
@@ -391,11 +474,13 @@ prefetch_block (hc_volume *v, uint64_t blk, struct hc_hint hint, uint8_t *buf)
  * while holding some); the run ends before the first that is not, and a
  * first that is not goes by hc_vol_writeback.  A block the fast tier
  * fails to give (or whose checksum fails) sends the whole run that way
- * too, which deals with each error as it does.  Returns how many
- * candidates were dealt with (≥ 1), the blocks written back in *wrote,
- * or a negative errno. */
+ * too, which deals with each error as it does.  With pend, the blocks
+ * stay dirty and join it (see the top).  Returns how many candidates were
+ * dealt with (≥ 1), the blocks written back in *wrote, or a negative
+ * errno. */
 static long
-writeback_run (hc_volume *v, const struct cand *cand, size_t n, bool try, long *wrote)
+writeback_run (hc_volume *v, const struct cand *cand, size_t n, bool try, long *wrote,
+               struct wb_pending *pend)
 {
   size_t k = 1, m = 0;
   int rc;
@@ -420,7 +505,7 @@ writeback_run (hc_volume *v, const struct cand *cand, size_t n, bool try, long *
   for (size_t i = k; i-- > m;)
     pthread_rwlock_unlock (stripe (v, cand[i].origin));
   if (m == 0) {
-    rc = hc_vol_writeback (v, cand[0].c, try);
+    rc = writeback_one (v, cand[0].c, try, pend);
     *wrote = rc > 0;
     return rc < 0 ? rc : 1;
   }
@@ -437,23 +522,22 @@ writeback_run (hc_volume *v, const struct cand *cand, size_t n, bool try, long *
   hc_lock (&v->lock);
   for (size_t i = 0; i < m; i++)
     unpin (v, cand[i].c);
-  if (read_ok)
+  if (read_ok && pend)
+    slow_written (v);
+  else if (read_ok)
     slow_changed (v);
   for (size_t i = 0; i < m && read_ok; i++) {
-    if (rc == 0) {
-      v->cleaned++;
-      hc_dir_set_clean (&v->dir, cand[i].c);
-      hc_meta_record_block (v, cand[i].c);
-    } else {
+    if (rc == 0)
+      written_back (v, cand[i].c, cand[i].origin, pend);
+    else
       v->dir.stats.errors_fast++;
-    }
   }
   pthread_mutex_unlock (&v->lock);
   for (size_t i = m; i-- > 0;)
     pthread_rwlock_unlock (stripe (v, cand[i].origin));
   if (!read_ok) { /* block by block: each error dealt with as one block's is */
     for (size_t i = 0; i < m; i++) {
-      if ((rc = hc_vol_writeback (v, cand[i].c, try)) < 0)
+      if ((rc = writeback_one (v, cand[i].c, try, pend)) < 0)
         return rc;
       *wrote += rc > 0;
     }
@@ -474,6 +558,28 @@ writeback_run (hc_volume *v, const struct cand *cand, size_t n, bool try, long *
  * not wait on a writer that waits on the cleaner). */
 int
 hc_vol_writeback (hc_volume *v, uint32_t c, bool try)
+{
+  return writeback_one (v, c, try, NULL);
+}
+
+/* Block c (origin blk), its stripe held, is on the slow tier now (caller
+ * holds lock): clean, or with pend, dirty and pending (see the top). */
+static void
+written_back (hc_volume *v, uint32_t c, uint64_t blk, struct wb_pending *pend)
+{
+  if (pend) {
+    v->dir.map.blk[c].meta |= HC_M_WB;
+    pend->b[pend->n++] = (struct cand) { blk, c };
+    return;
+  }
+  v->cleaned++;
+  hc_dir_set_clean (&v->dir, c);
+  hc_meta_record_block (v, c);
+}
+
+/* hc_vol_writeback, or with pend, the cleaner's deferred kind. */
+static int
+writeback_one (hc_volume *v, uint32_t c, bool try, struct wb_pending *pend)
 {
   uint64_t blk;
   uint8_t *buf;
@@ -519,14 +625,14 @@ hc_vol_writeback (hc_volume *v, uint32_t c, bool try)
   free (buf);
   hc_lock (&v->lock);
   unpin (v, c);
-  slow_changed (v);
-  if (rc == 0) {
-    v->cleaned++;
-    hc_dir_set_clean (&v->dir, c);
-    hc_meta_record_block (v, c);
-  } else {
+  if (pend)
+    slow_written (v);
+  else
+    slow_changed (v);
+  if (rc == 0)
+    written_back (v, c, blk, pend);
+  else
     v->dir.stats.errors_fast++;
-  }
   pthread_mutex_unlock (&v->lock);
   pthread_rwlock_unlock (stripe (v, blk));
   return rc < 0 ? rc : 1;

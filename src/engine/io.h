@@ -94,6 +94,16 @@ slow_changed (hc_volume *v)
   v->slow_gen++;
 }
 
+/* The slow tier's data changed by a write that its writer flushes itself
+ * before recording anything that depends on it (the cleaner's write-back,
+ * cleaner.c): readahead windows are stale, but a commit need not flush
+ * the slow tier for it (caller holds lock). */
+static inline void
+slow_written (hc_volume *v)
+{
+  v->slow_gen++;
+}
+
 /* Reads the sectors covering [boff, boff+blen) of a block at `base` on tier
  * t into buf (bs bytes, block-relative). */
 static inline int

@@ -215,7 +215,7 @@ write_block (hc_volume *v, uint64_t blk, uint32_t boff, uint32_t blen, const uin
      * No reader has it pinned, and new ones wait for our stripe.  Written
      * through, it is dirty (its records say so already) until the slow
      * tier has it: neither evicted nor settled meanwhile. */
-    v->dir.map.blk[c].meta |= HC_M_WRITING;
+    v->dir.map.blk[c].meta = (v->dir.map.blk[c].meta | HC_M_WRITING) & ~HC_M_WB;
     if (p.to_slow)
       hc_dir_set_dirty (&v->dir, c, a.hint.cls);
     pthread_mutex_unlock (&v->lock);
