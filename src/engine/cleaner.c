@@ -81,7 +81,10 @@
 #define PREFETCH_SLICE 256 /* blocks prefetched per round */
 #define PACE_S 10     /* paced write-back closes its gap in about this long */
 #define PACE_EVERY_NS 1000000000ull /* paced write-back runs at most this often */
-#define WB_GROUP 16   /* runs written back between two flushes of the slow tier */
+/* Runs written back between two flushes of the slow tier: on a disk, a
+ * flush then costs about one write in 16, and what was written back
+ * becomes clean (evictable) within 16 writes, ~0.1 s. */
+#define WB_GROUP 16
 
 struct cand {
   uint64_t origin;
