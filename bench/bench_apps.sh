@@ -203,8 +203,8 @@ configure() {                   # configure NAME: servers and a fresh file syste
 
 # cache_state WHAT: for the plugin, one line on what the cache did so far
 # (effects in force, read hits and misses, dirty blocks now, commits,
-# bypasses by reason), so that a
-# figure far from its usual value can be traced to the cache's decisions.
+# bypasses by reason), so that a figure far from its usual value can be
+# traced to the cache's decisions.
 cache_state() {
   case $cfg in hintcache|hinted) ;; *) return 0 ;; esac
   "$cli" stats --socket "$dir/hc.ctl" --json 2>/dev/null | python3 -c '
