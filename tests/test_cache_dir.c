@@ -336,6 +336,65 @@ lie_costs_nothing (enum beside kind, struct hc_hint h, const char *what)
   CHECK (w >= u - u / 200, "%s: weighed, it costs no more than 0.5 %% (%u vs %u)", what, w, u);
 }
 
+/* The unhinted families (cutoff, probation) are chosen as they would be
+ * without hints (evidence.c): the same accesses, with hints and without,
+ * have the same unhinted effects in force at every step, while the hints
+ * turn a hint family on (a background scan beside a hot set) and off again
+ * (background data read back soon), and the unhinted choices change too
+ * (reuse beyond probation's reach). */
+static void
+test_unhinted_choices_ignore_hints (void)
+{
+  const struct hc_hint none = { 0 }, bg = { .cls = HC_CLASS_BACKGROUND };
+  struct hc_directory plain, hinted;
+  unsigned differ = 0, hint_changes = 0, plain_changes = 0;
+  unsigned last_hint, last_plain;
+  uint64_t next = 1000000;
+
+  CHECK (hc_dir_init (&plain, 2000, HC_POLICY_HINTAWARE, NULL, false) == 0
+         && hc_dir_init (&hinted, 2000, HC_POLICY_HINTAWARE, NULL, false) == 0, "init");
+  last_plain = hc_dir_effects (&plain);
+  last_hint = hc_dir_effects (&hinted) & HC_FX_HINTS;
+  rng = 23;
+  for (unsigned i = 0; i < 600000; i++) {
+    unsigned phase = i / 100000 % 3;
+    uint64_t o[2] = { next, next + 1 };
+    bool write[2] = { false, false };
+    switch (phase) {
+    case 0: /* a hot set, a scan beside it never read again */
+    case 1: /* a hot set, data written and read back 50 steps later */
+      uint64_t hot = zipf ();
+      access1 (&plain, hot, none, false);
+      access1 (&hinted, hot, none, false);
+      if (phase == 1)
+        o[1] = next - 50, write[0] = true;
+      next += 2 - phase;
+      break;
+    case 2: /* each block read twice, 600 blocks apart */
+      o[1] = next - 600, write[1] = true;
+      next++;
+      break;
+    }
+    for (unsigned j = 0; j < 2; j++) {
+      access1 (&plain, o[j], none, write[j]);
+      access1 (&hinted, o[j], bg, write[j]);
+    }
+    unsigned p = hc_dir_effects (&plain), h = hc_dir_effects (&hinted);
+    differ += (p & ~HC_FX_HINTS) != (h & ~HC_FX_HINTS);
+    plain_changes += p != last_plain;
+    hint_changes += (h & HC_FX_HINTS) != last_hint;
+    last_plain = p;
+    last_hint = h & HC_FX_HINTS;
+  }
+  printf ("unhinted choices with and without hints: %u steps differ; %u changes of the "
+          "unhinted effects, %u of the hint effects\n", differ, plain_changes, hint_changes);
+  CHECK (plain_changes >= 1 && hint_changes >= 2, "the workload changes both kinds (%u, %u)",
+         plain_changes, hint_changes);
+  CHECK (differ == 0, "the unhinted effects never differ (%u steps)", differ);
+  hc_dir_fini (&plain);
+  hc_dir_fini (&hinted);
+}
+
 /* Hints as evidence (evidence.c): a hint that lies costs nothing, one that
  * is right is taken, and without hints the better unhinted behaviour is
  * chosen.  Each case is also run with the effects fixed, to show that the
@@ -747,6 +806,7 @@ main (void)
   test_admission ();
   test_adaptive_cutoff ();
   test_evidence ();
+  test_unhinted_choices_ignore_hints ();
   test_deferred_and_dirty ();
   test_victim_past_dirty ();
   test_journal_demoted_after_writeback ();
