@@ -34,7 +34,8 @@ enum hc_bypass {
 /* Hint effects: the families of decisions hints (and two unhinted choices)
  * change.  The default policy keeps each in force only while miniature
  * simulations show it saves misses (hc_stats.hint_effects says which are
- * now); other policies keep all.  Advice, and class attributes an
+ * now; placement and demotion are weighed together, so they come and go
+ * together); other policies keep all.  Advice, and class attributes an
  * administrator chose, apply whatever these say. */
 enum hc_effect {
   HC_FX_SEQ_CUTOFF = 1u << 0, /* a miss on a stream past its cutoff is bypassed */

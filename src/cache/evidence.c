@@ -96,8 +96,6 @@
 #define EV_LIMIT 1024       /* scores saturate at ±this (cost units) */
 #define EV_MARGIN 64        /* an alternative leads by this much to be taken */
 
-/* Miniatures: one per family, plus the two that run the effects in force,
- * with the hints (EV_HINTED) and without (EV_PLAIN). */
 /* The families, each a set of enum hc_effect bits weighed together.
  * Demotion (a written-back journal block, a reclass to a low priority:
  * evicted next) is placement's other face, and is weighed with it. */
@@ -106,6 +104,8 @@ static const unsigned family[] = {
 };
 #define EV_FAMILIES (sizeof family / sizeof family[0])
 
+/* Miniatures: one per family, plus the two that run the effects in force,
+ * with the hints (EV_HINTED) and without (EV_PLAIN). */
 enum { EV_HINTED = EV_FAMILIES, EV_PLAIN, EV_MINIS };
 
 struct hc_evidence {
@@ -115,7 +115,8 @@ struct hc_evidence {
    * the hint families); role[EV_HINTED], role[EV_PLAIN]: see above. */
   unsigned role[EV_MINIS];
   /* What flipping family k saved so far (> 0: it paid), in cost (a miss
-   * 1, a random read miss 2), in read misses and in random read misses. */
+   * 1, for a hint family a read miss 1; a random read miss 1 more), in
+   * read misses and in random read misses. */
   int32_t score[EV_FAMILIES], reads[EV_FAMILIES], random[EV_FAMILIES];
   uint64_t sample_below; /* an origin is sampled if its hash is below this */
   unsigned effects;
