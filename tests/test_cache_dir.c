@@ -336,6 +336,49 @@ lie_costs_nothing (enum beside kind, struct hc_hint h, const char *what)
   CHECK (w >= u - u / 200, "%s: weighed, it costs no more than 0.5 %% (%u vs %u)", what, w, u);
 }
 
+/* Read misses of a hot set of blocks written (Zipf) beside data hinted h,
+ * written and, after the first 150,000 steps, read back 50 steps later;
+ * effects as for beside_hits. */
+static unsigned
+written_hot_read_misses (struct hc_hint h, int effects)
+{
+  struct hc_directory d;
+  unsigned misses = 0;
+
+  rng = 31;
+  hc_dir_init (&d, 2000, HC_POLICY_HINTAWARE, NULL, false);
+  if (effects >= 0)
+    hc_dir_set_effects (&d, (unsigned) effects);
+  for (uint64_t next = 1000000; next < 1300000; next++) {
+    access1 (&d, zipf (), (struct hc_hint) { 0 }, true);
+    access1 (&d, next, h, true);
+    if (next >= 1150000)
+      misses += !access1 (&d, next - 50, h, false);
+  }
+  hc_dir_fini (&d);
+  return misses;
+}
+
+/* A hint family is weighed by what it does to readers (evidence.c): here
+ * not admitting the "background" data saves write misses on the hot set,
+ * at first at no cost to reads (nothing is read), then at a read miss for
+ * every block read back.  Obeyed, the reads suffer; weighed, the family is
+ * never taken, since it never saved a read (counting the writes it saved,
+ * it was taken and cost reads until the evidence turned it off). */
+static void
+test_hint_weighed_by_reads (void)
+{
+  const struct hc_hint bg = { .cls = HC_CLASS_BACKGROUND };
+  const int weighed = -1, obeyed = HC_FX_ALL & ~HC_FX_SEQ_CUTOFF;
+  unsigned u = written_hot_read_misses ((struct hc_hint) { 0 }, weighed),
+           w = written_hot_read_misses (bg, weighed), o = written_hot_read_misses (bg, obeyed);
+
+  printf ("written hot set, background data read back: read misses unhinted %u, weighed %u, "
+          "obeyed %u\n", u, w, o);
+  CHECK (o > u + u / 20 + 100, "the hint costs reads when obeyed (%u vs %u)", o, u);
+  CHECK (w <= u + u / 200, "weighed, it costs no more than 0.5 %% (%u vs %u)", w, u);
+}
+
 /* The unhinted families (cutoff, probation) are chosen as they would be
  * without hints (evidence.c): the same accesses, with hints and without,
  * have the same unhinted effects in force at every step, while the hints
@@ -807,6 +850,7 @@ main (void)
   test_adaptive_cutoff ();
   test_evidence ();
   test_unhinted_choices_ignore_hints ();
+  test_hint_weighed_by_reads ();
   test_deferred_and_dirty ();
   test_victim_past_dirty ();
   test_journal_demoted_after_writeback ();
