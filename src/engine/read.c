@@ -285,8 +285,11 @@ publish (hc_volume *v, int i, uint64_t blk, uint64_t n)
 }
 
 /* The shared window for blocks [blk, blk+k) of I/O without a stream: the
- * one that holds them, or that they continue; else, for a sequential run,
- * the least recently used one; else none (-1). */
+ * one that holds them, or that they continue — of several, the one that
+ * starts nearest below them (a reader's window grown long may reach into
+ * another reader's run, even end where it is: that run's own window is the
+ * one that started nearest) —; else, for a sequential run, the least
+ * recently used one; else none (-1). */
 static int
 pick_window (hc_volume *v, uint64_t blk, unsigned k, bool seq)
 {
@@ -294,9 +297,10 @@ pick_window (hc_volume *v, uint64_t blk, unsigned k, bool seq)
   int pick = -1;
 
   hc_lock (&s->lock);
-  for (int i = 0; i < HC_RA_SHARED && pick < 0; i++)
+  for (int i = 0; i < HC_RA_SHARED; i++)
     if (s->pub[i].end > s->pub[i].blk
-        && ((blk >= s->pub[i].blk && blk + k <= s->pub[i].end) || blk == s->pub[i].end))
+        && ((blk >= s->pub[i].blk && blk + k <= s->pub[i].end) || blk == s->pub[i].end)
+        && (pick < 0 || s->pub[i].blk > s->pub[pick].blk))
       pick = i;
   if (pick < 0 && seq) {
     pick = 0;
