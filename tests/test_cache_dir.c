@@ -20,11 +20,12 @@ next_rand (void)
 
 static bool always (void *arg, uint32_t c) { (void) arg, (void) c; return true; }
 
-/* One access as the replayer does it; returns true on a hit. */
+/* One access as the replayer does it; returns true on a hit.  cont: the
+ * access continues the previous block of the same request. */
 static bool
-access1 (struct hc_directory *d, uint64_t origin, struct hc_hint h, bool write)
+access_cont (struct hc_directory *d, uint64_t origin, struct hc_hint h, bool write, bool cont)
 {
-  struct hc_access a = { .origin = origin, .hint = h, .write = write };
+  struct hc_access a = { .origin = origin, .hint = h, .write = write, .cont = cont };
   enum hc_bypass why;
 
   if (hc_dir_access (d, &a) != HC_NIL)
@@ -37,6 +38,13 @@ access1 (struct hc_directory *d, uint64_t origin, struct hc_hint h, bool write)
   CHECK (c != HC_NIL, "room was made");
   hc_dir_install (d, c, &a, write);
   return false;
+}
+
+/* One access, a request of its own. */
+static bool
+access1 (struct hc_directory *d, uint64_t origin, struct hc_hint h, bool write)
+{
+  return access_cont (d, origin, h, write, false);
 }
 
 /* A skewed trace: 80 % of accesses to 20 % of `span`. */
@@ -377,6 +385,62 @@ test_hint_weighed_by_reads (void)
           "obeyed %u\n", u, w, o);
   CHECK (o > u + u / 20 + 100, "the hint costs reads when obeyed (%u vs %u)", o, u);
   CHECK (w <= u + u / 200, "weighed, it costs no more than 0.5 %% (%u vs %u)", w, u);
+}
+
+/* Read misses, and the slow-tier reads they make (a request's run of
+ * missed blocks is one), of a workload of 8-block requests over 1,600
+ * blocks, each read once per cycle, beside single-block reads of 600
+ * blocks hinted h, read twice per cycle on average; effects as for
+ * beside_hits. */
+static unsigned
+runs_beside_singles (struct hc_hint h, int effects, unsigned *slow_reads)
+{
+  struct hc_directory d;
+  unsigned misses = 0;
+
+  rng = 37;
+  *slow_reads = 0;
+  hc_dir_init (&d, 2000, HC_POLICY_HINTAWARE, NULL, false);
+  if (effects >= 0)
+    hc_dir_set_effects (&d, (unsigned) effects);
+  for (unsigned cycle = 0; cycle < 60; cycle++)
+    for (uint64_t j = 0; j < 200; j++) {
+      bool missed = false;
+      for (uint64_t b = 0; b < 8; b++) {
+        bool hit = access_cont (&d, 1000000 + 8 * j + b, (struct hc_hint) { 0 }, false, b > 0);
+        misses += !hit;
+        *slow_reads += !hit && !missed;
+        missed = !hit;
+      }
+      for (unsigned k = 0; k < 6; k++) {
+        bool hit = access1 (&d, 5000000 + 2 * (next_rand () % 600), h, false);
+        misses += !hit;
+        *slow_reads += !hit;
+      }
+    }
+  hc_dir_fini (&d);
+  return misses;
+}
+
+/* A hint family is weighed by the slow-tier reads it makes, not only by
+ * the blocks it misses (evidence.c): here not admitting the "background"
+ * single blocks keeps the 8-block requests cached, fewer blocks missed
+ * but a slow read for every single block.  Obeyed, readers wait for more
+ * slow reads than without hints; weighed, for no more. */
+static void
+test_hint_weighed_by_requests (void)
+{
+  const struct hc_hint bg = { .cls = HC_CLASS_BACKGROUND };
+  const int weighed = -1, obeyed = HC_FX_ALL & ~HC_FX_SEQ_CUTOFF;
+  unsigned us, ws, os;
+  unsigned u = runs_beside_singles ((struct hc_hint) { 0 }, weighed, &us),
+           w = runs_beside_singles (bg, weighed, &ws), o = runs_beside_singles (bg, obeyed, &os);
+
+  printf ("runs beside single blocks: read misses / slow reads unhinted %u / %u, weighed %u / %u, "
+          "obeyed %u / %u\n", u, us, w, ws, o, os);
+  CHECK (o < u && os > us + us / 20, "obeyed, fewer misses but more slow reads (%u/%u vs %u/%u)",
+         o, os, u, us);
+  CHECK (ws <= us + us / 200, "weighed, no more than 0.5 %% more slow reads (%u vs %u)", ws, us);
 }
 
 /* The unhinted families (cutoff, probation) are chosen as they would be
@@ -851,6 +915,7 @@ main (void)
   test_evidence ();
   test_unhinted_choices_ignore_hints ();
   test_hint_weighed_by_reads ();
+  test_hint_weighed_by_requests ();
   test_deferred_and_dirty ();
   test_victim_past_dirty ();
   test_journal_demoted_after_writeback ();

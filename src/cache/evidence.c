@@ -11,7 +11,10 @@
  * How: miniature simulations (Waldspurger et al., "Cache Modeling and
  * Optimization using Miniature Simulations", USENIX ATC 2017).  A spatially
  * hashed sample of the blocks — rate R = 1/256, or more for caches under
- * 256 K blocks, so that no miniature holds fewer than 1,024 blocks — drives
+ * 256 K blocks, so that no miniature holds fewer than 1,024 blocks; sampled
+ * by aligned regions of 16 blocks, so that a request's blocks within a
+ * region reach the miniatures together and a miniature can tell one
+ * slow-tier read from many — drives
  * small but complete directories of R times the cache's size, with the same
  * policy and class table as the real one.  Each is a whole cache, so each
  * pays for its own pollution, its own refusals and its own protected blocks
@@ -37,14 +40,16 @@
  * the one with that family flipped, over the sampled accesses, saturating
  * at ±EV_LIMIT so that a long-settled verdict can still be overturned when
  * the workload changes.  An unhinted family's cost: a miss costs 1, and a
- * read miss outside a sequential stream 1 more (both the hit ratio and the
- * latency a reader waits for count, and a random read is where a disk is
- * slowest); it flips when that score leads by EV_MARGIN.  A hint family is
- * held to "never worse than no hints", a promise about readers: its cost
- * counts read misses only (1, and 1 more outside a sequential stream), and
- * read misses and random read misses are also scored alone.  It is turned
+ * read miss that starts a slow-tier read of its own 1 more (both the hit
+ * ratio and the latency a reader waits for count, and a disk charges a seek
+ * per request, not per block): one neither in a sequential stream nor
+ * continuing a missed block of the same request.  It flips when that score
+ * leads by EV_MARGIN.  A hint family is held to "never worse than no
+ * hints", a promise about readers: its cost counts read misses only (1, and
+ * 1 more for one that starts a slow read), and read misses and slow reads
+ * are also scored alone.  It is turned
  * on only when its cost leads by the margin and it added neither read
- * misses nor random read misses meanwhile, and turned off as soon as
+ * misses nor slow reads meanwhile, and turned off as soon as
  * turning it off leads by the margin on any of the three.  (Counting write
  * misses too, a hint family was taken for the writes it saved while its
  * reads stayed even, and cost 2 % more read misses afterwards on a held-out
@@ -76,8 +81,11 @@
  *
  * Constants.  The rate and the floor are the paper's; the margin (1/16 of
  * the floor) and the limit (the floor) were set before any trace was
- * measured and are the same for every workload.  Starting with every
- * effect off was checked against starting with the built-in ones on
+ * measured and are the same for every workload.  The region (16 blocks, 64
+ * KiB of 4 KiB blocks) was set before it was measured: it holds most
+ * random requests whole, and the smallest miniature still holds 64 of
+ * them.  Starting with every effect off was checked against starting with
+ * the built-in ones on
  * (before alternatives restarted as copies): on the development traces
  * (the two shared ones and the demo's) starting on looked better (1 or 2
  * hinted cells of 27 with read misses over 0.5 % above no hints, against
@@ -92,6 +100,7 @@
 #include "dir.h"
 
 #define EV_RATE_SHIFT 8     /* sample about 1 block in 256 … */
+#define EV_REGION_SHIFT 4   /* … by aligned regions of 16 blocks … */
 #define EV_MIN_BLOCKS 1024  /* … but let no miniature be smaller */
 #define EV_LIMIT 1024       /* scores saturate at ±this (cost units) */
 #define EV_MARGIN 64        /* an alternative leads by this much to be taken */
@@ -115,10 +124,12 @@ struct hc_evidence {
    * the hint families); role[EV_HINTED], role[EV_PLAIN]: see above. */
   unsigned role[EV_MINIS];
   /* What flipping family k saved so far (> 0: it paid), in cost (a miss
-   * 1, for a hint family a read miss 1; a random read miss 1 more), in
-   * read misses and in random read misses. */
-  int32_t score[EV_FAMILIES], reads[EV_FAMILIES], random[EV_FAMILIES];
-  uint64_t sample_below; /* an origin is sampled if its hash is below this */
+   * 1, for a hint family a read miss 1; one that starts a slow-tier read
+   * 1 more), in read misses and in slow-tier reads. */
+  int32_t score[EV_FAMILIES], reads[EV_FAMILIES], slow[EV_FAMILIES];
+  uint64_t sample_below; /* a region is sampled if its hash is below this */
+  uint64_t next_origin;  /* the block that would continue the last sampled access */
+  uint8_t last[EV_MINIS]; /* what that access cost each miniature (by index, not role) */
   unsigned effects;
   uint64_t changes;
 };
@@ -164,8 +175,9 @@ restart (struct hc_evidence *e, unsigned which)
 {
   for (unsigned k = 0; k < EV_FAMILIES; k++)
     if (family[k] & which) {
-      e->score[k] = e->reads[k] = e->random[k] = 0;
+      e->score[k] = e->reads[k] = e->slow[k] = 0;
       hc_dir_copy (&e->mini[e->role[k]], &e->mini[e->role[base_of (k)]]);
+      e->last[e->role[k]] = e->last[e->role[base_of (k)]];
     }
   assign (e);
 }
@@ -220,25 +232,36 @@ hc_evidence_bytes (const struct hc_evidence *e)
 }
 
 /* What one access cost a miniature: nothing on a hit, else a miss, which
- * may also be a read miss and one outside a sequential stream. */
-enum { EV_MISS = 1, EV_READ = 2, EV_RANDOM = 4 };
+ * may also be a read miss and one that starts a slow-tier read of its own:
+ * neither in a sequential stream nor continuing a read miss of the same
+ * request (the timing model, like a disk, charges per request, and a run
+ * of missed blocks is one request). */
+enum { EV_MISS = 1, EV_READ = 2, EV_SLOW = 4 };
 
-/* One access through a miniature directory, as the replayer runs one
- * through a real one; returns its cost, a set of EV_ bits. */
+/* One access through miniature i, as the replayer runs one through a real
+ * directory; returns its cost, a set of EV_ bits.  cont: the access
+ * continues the request's previous access, which the miniature saw. */
 static unsigned
-mini_access (struct hc_directory *m, const struct hc_access *a)
+mini_access (struct hc_evidence *e, unsigned i, const struct hc_access *a, bool cont)
 {
+  struct hc_directory *m = &e->mini[i];
   enum hc_bypass why;
   uint32_t c = hc_dir_access (m, a);
+  unsigned cost;
 
   if (c != HC_NIL) {
     if (a->write)
       hc_dir_set_dirty (m, c, a->hint.cls);
-    return 0;
+    cost = 0;
+  } else {
+    if (hc_dir_admit (m, a, &why) && hc_dir_make_room (m, a, any_block, NULL, &why, NULL))
+      hc_dir_install (m, hc_dir_take_free (m), a, a->write);
+    cost = a->write ? EV_MISS
+           : a->seq || (cont && (e->last[i] & EV_READ)) ? EV_MISS | EV_READ
+                                                        : EV_MISS | EV_READ | EV_SLOW;
   }
-  if (hc_dir_admit (m, a, &why) && hc_dir_make_room (m, a, any_block, NULL, &why, NULL))
-    hc_dir_install (m, hc_dir_take_free (m), a, a->write);
-  return a->write ? EV_MISS : a->seq ? EV_MISS | EV_READ : EV_MISS | EV_READ | EV_RANDOM;
+  e->last[i] = (uint8_t) cost;
+  return cost;
 }
 
 /* Adds to a score what the alternative saved on one metric (bit). */
@@ -251,8 +274,8 @@ tally (int32_t *score, unsigned base, unsigned alt, unsigned bit)
 }
 
 /* May family k be flipped on the scores so far?  Its cost must lead by
- * the margin; a hint family's must also add neither read misses nor random
- * read misses to be turned on, and leading by the margin on either of them
+ * the margin; a hint family's must also add neither read misses nor
+ * slow-tier reads to be turned on, and leading by the margin on either of them
  * turns it off (it cost readers while on), whatever the cost says. */
 static bool
 may_flip (const struct hc_evidence *e, unsigned k)
@@ -260,14 +283,14 @@ may_flip (const struct hc_evidence *e, unsigned k)
   if (!is_hint_family (k))
     return e->score[k] >= EV_MARGIN;
   if (!(e->effects & family[k]))
-    return e->score[k] >= EV_MARGIN && e->reads[k] >= 0 && e->random[k] >= 0;
-  return e->score[k] >= EV_MARGIN || e->reads[k] >= EV_MARGIN || e->random[k] >= EV_MARGIN;
+    return e->score[k] >= EV_MARGIN && e->reads[k] >= 0 && e->slow[k] >= 0;
+  return e->score[k] >= EV_MARGIN || e->reads[k] >= EV_MARGIN || e->slow[k] >= EV_MARGIN;
 }
 
 unsigned
 hc_evidence_observe (struct hc_evidence *e, const struct hc_access *a)
 {
-  if (hc_map_hash (a->origin ^ UINT64_C (0x5bd1e995)) >= e->sample_below)
+  if (hc_map_hash ((a->origin >> EV_REGION_SHIFT) ^ UINT64_C (0x5bd1e995)) >= e->sample_below)
     return e->effects;
 
   /* The unhinted families are chosen as they would be with no hints at
@@ -278,17 +301,21 @@ hc_evidence_observe (struct hc_evidence *e, const struct hc_access *a)
   unsigned cost[EV_MINIS - EV_FAMILIES];
   unsigned best = EV_FAMILIES;
   int32_t best_score = INT32_MIN;
+  /* A request's blocks within a sampled region reach every miniature one
+   * after another. */
+  bool cont = a->cont && a->origin == e->next_origin;
 
-  cost[EV_HINTED - EV_FAMILIES] = mini_access (&e->mini[e->role[EV_HINTED]], a);
-  cost[EV_PLAIN - EV_FAMILIES] = mini_access (&e->mini[e->role[EV_PLAIN]], &plain_access);
+  e->next_origin = a->origin + 1;
+  cost[EV_HINTED - EV_FAMILIES] = mini_access (e, e->role[EV_HINTED], a, cont);
+  cost[EV_PLAIN - EV_FAMILIES] = mini_access (e, e->role[EV_PLAIN], &plain_access, cont);
   for (unsigned k = 0; k < EV_FAMILIES; k++) {
     unsigned base = cost[base_of (k) - EV_FAMILIES];
-    unsigned alt = mini_access (&e->mini[e->role[k]], is_hint_family (k) ? a : &plain_access);
+    unsigned alt = mini_access (e, e->role[k], is_hint_family (k) ? a : &plain_access, cont);
 
     tally (&e->score[k], base, alt, is_hint_family (k) ? EV_READ : EV_MISS);
-    tally (&e->score[k], base, alt, EV_RANDOM);
+    tally (&e->score[k], base, alt, EV_SLOW);
     tally (&e->reads[k], base, alt, EV_READ);
-    tally (&e->random[k], base, alt, EV_RANDOM);
+    tally (&e->slow[k], base, alt, EV_SLOW);
     if (may_flip (e, k) && e->score[k] > best_score) {
       best = k;
       best_score = e->score[k];

@@ -126,6 +126,14 @@ struct req {
   uint8_t *bounce;   /* one block, taken on first need (hc_vol_bounce) */
 };
 
+/* Does block blk continue the request's previous block (struct hc_access's
+ * cont)? */
+static inline bool
+req_cont (const hc_volume *v, const struct req *r, uint64_t blk)
+{
+  return blk > r->off >> v->bshift;
+}
+
 /* Should this access go around the fast tier (caller holds lock)? */
 static inline bool
 around (hc_volume *v, const struct req *r)

@@ -104,7 +104,8 @@ read_block (hc_volume *v, uint64_t blk, uint32_t boff, uint32_t blen, uint8_t *d
 
   hc_lock (&v->lock);
   hc_vol_req_start (v, r);
-  a = (struct hc_access) { .origin = blk, .hint = hc_vol_resolve (v, blk, r->ctx), .seq = r->seq };
+  a = (struct hc_access) { .origin = blk, .hint = hc_vol_resolve (v, blk, r->ctx), .seq = r->seq,
+                           .cont = req_cont (v, r, blk) };
   v->dir.stats.cls[a.hint.cls].bytes[HC_STAT_READ] += blen;
   if (v->mode == HC_MODE_PASSTHROUGH) {
     /* Never around dirty data: a dirty copy is the only one. */
@@ -235,7 +236,7 @@ read_hits (hc_volume *v, uint64_t blk, unsigned n, uint8_t *dst, struct req *r)
     if (c == HC_NIL || (v->dir.map.blk[c].meta & HC_M_WRITING))
       break;
     struct hc_access a = { .origin = blk + k, .hint = hc_vol_resolve (v, blk + k, r->ctx),
-                           .seq = r->seq };
+                           .seq = r->seq, .cont = req_cont (v, r, blk + k) };
     v->dir.stats.cls[a.hint.cls].bytes[HC_STAT_READ] += v->bs;
     hc_dir_hit (&v->dir, c, &a);
     dirty[k] = (v->dir.map.blk[c].meta & HC_M_DIRTY) != 0;
@@ -476,7 +477,7 @@ read_misses (hc_volume *v, uint64_t blk, unsigned n, uint8_t *dst, struct req *r
     if (hc_dir_find (&v->dir, blk + k) != HC_NIL)
       break;
     a[k] = (struct hc_access) { .origin = blk + k, .hint = hc_vol_resolve (v, blk + k, r->ctx),
-                                .seq = r->seq };
+                                .seq = r->seq, .cont = req_cont (v, r, blk + k) };
     v->dir.stats.cls[a[k].hint.cls].bytes[HC_STAT_READ] += v->bs;
     enum hc_bypass why = HC_BYPASS_MODE;
     newc[k] = HC_NIL;

@@ -176,7 +176,7 @@ write_block (hc_volume *v, uint64_t blk, uint32_t boff, uint32_t blen, const uin
   }
   hc_vol_req_start (v, r);
   a = (struct hc_access) { .origin = blk, .hint = hc_vol_resolve (v, blk, r->ctx), .write = true,
-                           .seq = r->seq };
+                           .seq = r->seq, .cont = req_cont (v, r, blk) };
   v->dir.stats.cls[a.hint.cls].bytes[HC_STAT_WRITE] += blen;
 
   /* Decide. */

@@ -40,6 +40,7 @@ struct hc_access {
   struct hc_hint hint; /* resolved hint */
   bool write;
   bool seq;            /* the request's stream is past its sequential cutoff */
+  bool cont;           /* continues the request's previous block (origin − 1) */
 };
 
 /* May block c be evicted now (clean, not busy)? */

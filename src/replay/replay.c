@@ -159,11 +159,11 @@ enum outcome { HIT, MISS_ADMITTED, MISS_BYPASSED };
 /* One block access through an engine policy (forced inline: the compiler
  * left a call per access, whose register saving cost more than the body). */
 static inline __attribute__ ((always_inline)) enum outcome
-dir_access (struct sim *s, uint64_t blk, struct hc_hint h, bool write, bool seq, uint32_t bs,
-            uint64_t *dirty_evicted)
+dir_access (struct sim *s, uint64_t blk, struct hc_hint h, bool write, bool seq, bool cont,
+            uint32_t bs, uint64_t *dirty_evicted)
 {
   struct hc_directory *d = &s->dir;
-  struct hc_access a = { .origin = blk, .hint = h, .write = write, .seq = seq };
+  struct hc_access a = { .origin = blk, .hint = h, .write = write, .seq = seq, .cont = cont };
   enum hc_bypass why;
   uint32_t c = hc_dir_access (d, &a), ev;
 
@@ -300,12 +300,12 @@ note_latency (struct sim *s, double us)
  * access's next use (Belady only). */
 static inline enum outcome
 count_access (struct sim *s, uint64_t b, uint64_t next, struct hc_hint h, bool write, bool seq,
-              uint32_t bs)
+              bool cont, uint32_t bs)
 {
   struct hc_replay_row *row = &s->row;
   uint64_t dirty_evicted;
   enum outcome o = s->is_belady ? bel_access (s, b, next, write, bs, &dirty_evicted)
-                                : dir_access (s, b, h, write, seq, bs, &dirty_evicted);
+                                : dir_access (s, b, h, write, seq, cont, bs, &dirty_evicted);
 
   /* (all accesses, misses and admissions are sums, made at the end) */
   if (write) {
@@ -393,7 +393,7 @@ sim_request (struct sim *s, const struct hc_trace_req *q, struct hc_hint h, cons
   const bool write = q->op == HC_TOP_WRITE;
   if (b0 == b1) {
     /* One block (most requests of most traces): no runs to join. */
-    enum outcome o = count_access (s, b0, next ? next[0] : 0, h, write, seq, bs);
+    enum outcome o = count_access (s, b0, next ? next[0] : 0, h, write, seq, false, bs);
     if (write)
       row->slow_writes += o == MISS_BYPASSED; /* a bypassed write goes to the disk */
     else
@@ -405,7 +405,7 @@ sim_request (struct sim *s, const struct hc_trace_req *q, struct hc_hint h, cons
   uint64_t run_start = 0, run_len = 0, bypassed_run_start = 0, bypassed_run_len = 0;
 
   for (uint64_t b = b0, i = 0; b <= b1; b++, i++) {
-    enum outcome o = count_access (s, b, next ? next[i] : 0, h, write, seq, bs);
+    enum outcome o = count_access (s, b, next ? next[i] : 0, h, write, seq, i > 0, bs);
     if (write) {
       /* A bypassed write goes to the disk; consecutive ones as one I/O. */
       if (o == MISS_BYPASSED) {
