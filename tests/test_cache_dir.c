@@ -287,6 +287,16 @@ test_adaptive_cutoff (void)
  * the hot set.  Returns the hits of the hot set and of the rest. */
 enum beside { READ_BACK, COLD_SCAN, HOT_HINTED, SECOND_TOUCH };
 
+/* A hint-aware directory of 2,000 blocks whose effects are weighed (effects
+ * < 0) or fixed to `effects`. */
+static void
+init_weighed (struct hc_directory *d, int effects)
+{
+  CHECK (hc_dir_init (d, 2000, HC_POLICY_HINTAWARE, NULL, false) == 0, "init");
+  if (effects >= 0)
+    hc_dir_set_effects (d, (unsigned) effects);
+}
+
 static unsigned
 beside_hits (enum beside kind, struct hc_hint h, int effects)
 {
@@ -295,9 +305,7 @@ beside_hits (enum beside kind, struct hc_hint h, int effects)
   uint64_t next = 1000000;
 
   rng = 11;
-  hc_dir_init (&d, 2000, HC_POLICY_HINTAWARE, NULL, false);
-  if (effects >= 0)
-    hc_dir_set_effects (&d, (unsigned) effects);
+  init_weighed (&d, effects);
   for (unsigned i = 0; i < 300000; i++) {
     switch (kind) {
     case READ_BACK: /* data written, then read back 50 steps later */
@@ -354,9 +362,7 @@ written_hot_read_misses (struct hc_hint h, int effects)
   unsigned misses = 0;
 
   rng = 31;
-  hc_dir_init (&d, 2000, HC_POLICY_HINTAWARE, NULL, false);
-  if (effects >= 0)
-    hc_dir_set_effects (&d, (unsigned) effects);
+  init_weighed (&d, effects);
   for (uint64_t next = 1000000; next < 1300000; next++) {
     access1 (&d, zipf (), (struct hc_hint) { 0 }, true);
     access1 (&d, next, h, true);
@@ -400,9 +406,7 @@ runs_beside_singles (struct hc_hint h, int effects, unsigned *slow_reads)
 
   rng = 37;
   *slow_reads = 0;
-  hc_dir_init (&d, 2000, HC_POLICY_HINTAWARE, NULL, false);
-  if (effects >= 0)
-    hc_dir_set_effects (&d, (unsigned) effects);
+  init_weighed (&d, effects);
   for (unsigned cycle = 0; cycle < 60; cycle++)
     for (uint64_t j = 0; j < 200; j++) {
       bool missed = false;
