@@ -286,11 +286,11 @@ publish (hc_volume *v, int i, uint64_t blk, uint64_t n)
 }
 
 /* The shared window for blocks [blk, blk+k) of I/O without a stream: the
- * one that holds them, or that they continue — of several, the one that
+ * one that holds them or that they continue, and of several the one that
  * starts nearest below them (a reader's window grown long may reach into
- * another reader's run, even end where it is: that run's own window is the
- * one that started nearest) —; else, for a sequential run, the least
- * recently used one; else none (-1). */
+ * another reader's run, and even end where that run's next request starts:
+ * the run's own window started nearer); else, for a sequential run, the
+ * least recently used one; else none (-1). */
 static int
 pick_window (hc_volume *v, uint64_t blk, unsigned k, bool seq)
 {
