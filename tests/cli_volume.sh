@@ -52,10 +52,10 @@ expect_status 0 "$hc" stats "$f" --json
 [ "$(echo "$out" | jq -r .classes.metadata.write.admissions)" -gt 30 ] || fail "stats persisted"
 [ "$(echo "$out" | jq -r .classes.metadata.writebacks)" -gt 30 ] || fail "writebacks counted"
 # A volume just opened has the default's starting effects, unchanged.
-[ "$(echo "$out" | jq -c .hint_effects)" = '["probation"]' ] || fail "hint effects: $out"
+[ "$(echo "$out" | jq -c .hint_effects)" = '["probation","reinsertion"]' ] || fail "hint effects: $out"
 [ "$(echo "$out" | jq .effect_changes)" = 0 ] || fail "effect changes: $out"
 expect_status 0 "$hc" stats "$f"
-contains "$out" "hint effects in force: probation (changed 0 times" "stats text names the effects"
+contains "$out" "hint effects in force: probation, reinsertion (changed 0 times" "stats text names the effects"
 expect_status 0 "$hc" io "$f" advise 0 1M background+dontneed
 expect_status 0 "$hc" io "$f" mode writethrough
 expect_status 0 "$hc" info "$f"

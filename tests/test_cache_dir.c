@@ -442,9 +442,9 @@ test_hint_weighed_by_requests (void)
 
   printf ("runs beside single blocks: read misses / slow reads unhinted %u / %u, weighed %u / %u, "
           "obeyed %u / %u\n", u, us, w, ws, o, os);
-  CHECK (o < u && os > us + us / 20, "obeyed, fewer misses but more slow reads (%u/%u vs %u/%u)",
-         o, os, u, us);
-  CHECK (ws <= us + us / 200, "weighed, no more than 0.5 %% more slow reads (%u vs %u)", ws, us);
+  CHECK (os > us + us / 20, "obeyed, more slow reads (%u/%u vs %u/%u)", o, os, u, us);
+  CHECK (ws <= us + us / 200 && w <= u + u / 200,
+         "weighed, no more than 0.5 %% more slow reads or misses (%u/%u vs %u/%u)", w, ws, u, us);
 }
 
 /* The unhinted families (cutoff, probation) are chosen as they would be
@@ -659,6 +659,29 @@ clean_only (void *arg, uint32_t c)
 {
   struct hc_directory *d = arg;
   return !(d->map.blk[c].meta & HC_M_DIRTY);
+}
+
+/* With probation off (the evidence's choice, or an administrator's),
+ * nothing new enters the small FIFO, and what it held drains in turn.
+ * (It stayed for good: a tenth of the cache out of every queue's turn,
+ * and beside it a FIFO main queue of nine tenths had two stable miss
+ * rates on one workload, test_hint_weighed_by_requests.) */
+static void
+test_probation_off_drains (void)
+{
+  struct hc_directory d;
+  unsigned kept = 0;
+
+  CHECK (hc_dir_init_fixed (&d, 1000, HC_POLICY_HINTAWARE, NULL, HC_FX_ALL) == 0, "init");
+  for (uint64_t b = 0; b < 1000; b++)
+    access1 (&d, b, (struct hc_hint) { 0 }, false);
+  hc_dir_set_effects (&d, HC_FX_ALL & ~HC_FX_FILTER);
+  for (uint64_t b = 0; b < 3000; b++)
+    access1 (&d, 10000 + b, (struct hc_hint) { 0 }, false);
+  for (uint64_t b = 0; b < 1000; b++)
+    kept += hc_dir_find (&d, b) != HC_NIL;
+  CHECK (kept == 0, "probation off, the blocks it held drain (%u of 1000 kept)", kept);
+  hc_dir_fini (&d);
 }
 
 /* A victim search that finds its policy's first queue all dirty goes on
@@ -922,6 +945,7 @@ main (void)
   test_hint_weighed_by_requests ();
   test_deferred_and_dirty ();
   test_victim_past_dirty ();
+  test_probation_off_drains ();
   test_journal_demoted_after_writeback ();
   test_protection ();
   test_advice_outlives_flood ();

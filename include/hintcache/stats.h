@@ -31,7 +31,7 @@ enum hc_bypass {
 };
 #define HC_BYPASS_COUNT 9
 
-/* Hint effects: the families of decisions hints (and two unhinted choices)
+/* Hint effects: the families of decisions hints (and three unhinted choices)
  * change.  The default policy keeps each in force only while miniature
  * simulations show it saves misses (hc_stats.hint_effects says which are
  * now; placement and demotion are weighed together, so they come and go
@@ -46,12 +46,15 @@ enum hc_effect {
                                  aged fast and not remembered */
   HC_FX_DEMOTE     = 1u << 4, /* a written-back block of a class that does not admit
                                  reads, a reclass to low priority: evicted next */
+  HC_FX_REINSERT   = 1u << 5, /* a block hit in main goes round again (CLOCK, as
+                                 S3-FIFO's main); off: evicted in turn (FIFO) */
 };
-#define HC_FX_KNOBS 5
+#define HC_FX_KNOBS 6
 #define HC_FX_ALL ((1u << HC_FX_KNOBS) - 1)
 
 /* Returns the name of effect bit number `i` ("cutoff", "probation",
- * "admission", "placement", "demotion"), or NULL. */
+ * "admission", "placement", "demotion",
+ * "reinsertion"), or NULL. */
 const char *hc_effect_name (unsigned i);
 
 /* Operations, as indices of the per-operation counters. */

@@ -33,7 +33,8 @@
  *
  * None of these is a verdict.  Each belongs to a family of effects
  * (enum hc_effect: the cutoff, placement and ageing by priority, demotion,
- * and — unhinted — whether new blocks start on probation at all), and the
+ * and — unhinted — whether new blocks start on probation at all, and
+ * whether a block hit in the main FIFO goes round again), and the
  * directory applies a family only while its miniature simulations show
  * that it saves misses on the running workload (src/cache/evidence.c); this
  * file only reads which are in force.  Advice is a request, not a guess:

@@ -54,11 +54,12 @@ typedef bool (*hc_evictable_fn) (void *arg, uint32_t c);
  * not a guess; and advice (evict, dontneed, willneed) is a request, always
  * obeyed. */
 /* What a policy that weighs evidence starts with: no hint effect (a wrong
- * one costs misses that later evidence cannot give back), S3-FIFO's filter. */
-#define HC_FX_START HC_FX_FILTER
-/* The families that act on hints (the others, the cutoff and probation,
- * are the policy's unhinted behaviour): the evidence holds these to "never
- * worse than no hints" (evidence.c). */
+ * one costs misses that later evidence cannot give back), S3-FIFO's filter
+ * and its main queue's reinsertion. */
+#define HC_FX_START (HC_FX_FILTER | HC_FX_REINSERT)
+/* The families that act on hints (the others, the cutoff, probation and
+ * reinsertion, are the policy's unhinted behaviour): the evidence holds
+ * these to "never worse than no hints" (evidence.c). */
 #define HC_FX_HINTS (HC_FX_ADMIT | HC_FX_PLACE | HC_FX_DEMOTE)
 
 enum hc_policy_id {

@@ -14,7 +14,10 @@
  *               ( ghost ) ── seen again ──▶ main
  *
  * Queues: 0 = small, 1 = main.  The ghost (ghost.c) costs ~1.1 bytes per
- * block.  Blocks that may not be evicted yet (dirty, busy) are rotated to
+ * block.  The hint-aware policy may turn the small FIFO off (new blocks go
+ * straight to main; what the small one holds then drains first) and the
+ * reinsertion (main is then a plain FIFO, but for blocks a hint protects):
+ * its evidence weighs both (src/cache/evidence.c).  Blocks that may not be evicted yet (dirty, busy) are rotated to
  * the head of their queue, at most SKIP_LIMIT of them per victim search;
  * once a whole queue has been passed over, the search goes on in the other
  * (a small queue full of freshly written dirty blocks must not hide a main
@@ -78,6 +81,10 @@ hc_s3_victim (struct hc_policy *p, const struct hc_s3_rules *r, hc_evictable_fn 
   struct hc_s3 *s = p->state;
   struct hc_map *m = p->map;
   unsigned skipped = 0, passed_small = 0, passed_main = 0;
+  /* Probation off (hintaware's evidence, HC_FX_FILTER), nothing new enters
+   * the small FIFO: what it holds drains first, so that no block stays
+   * there for good, out of every queue's turn. */
+  const uint32_t small_target = p->effects & HC_FX_FILTER ? s->small_target : 0;
 
   for (;;) {
     struct hc_list *small = &m->queue[HC_S3_SMALL], *main = &m->queue[HC_S3_MAIN];
@@ -87,7 +94,7 @@ hc_s3_victim (struct hc_policy *p, const struct hc_s3_rules *r, hc_evictable_fn 
 
     if (!small_open && !main_open)
       return HC_NIL;
-    if (small_open && (small->count > s->small_target || !main_open)) {
+    if (small_open && (small->count > small_target || !main_open)) {
       c = small->tail;
       w = m->blk[c].meta;
       if (hc_meta_freq (w) >= r->promote_freq (p, w)) {
@@ -108,7 +115,8 @@ hc_s3_victim (struct hc_policy *p, const struct hc_s3_rules *r, hc_evictable_fn 
     } else {
       c = main->tail;
       w = m->blk[c].meta;
-      if (hc_meta_freq (w) > 0 && !(w & HC_M_DEMOTED)) {
+      if (hc_meta_freq (w) > 0 && !(w & HC_M_DEMOTED)
+          && ((p->effects & HC_FX_REINSERT) || (w & HC_M_HINTED))) {
         unsigned f = hc_meta_freq (w), step = r->age_step (p, w);
         hc_map_set_field (m, c, HC_M_FREQ_MASK, HC_M_FREQ_SHIFT, f > step ? f - step : 0);
         requeue (m, c, HC_S3_MAIN);
