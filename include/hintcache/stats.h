@@ -53,8 +53,7 @@ enum hc_effect {
 #define HC_FX_ALL ((1u << HC_FX_KNOBS) - 1)
 
 /* Returns the name of effect bit number `i` ("cutoff", "probation",
- * "admission", "placement", "demotion",
- * "reinsertion"), or NULL. */
+ * "admission", "placement", "demotion", "reinsertion"), or NULL. */
 const char *hc_effect_name (unsigned i);
 
 /* Operations, as indices of the per-operation counters. */

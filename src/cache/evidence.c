@@ -22,8 +22,8 @@
  * see what an admitted block pushed out.
  *
  * Two kinds of family, two baselines.  The unhinted families (the cutoff,
- * probation, reinsertion) are the default's own behaviour; the hint families (admission,
- * placement with demotion) act on classes.  The unhinted ones are chosen as
+ * probation, reinsertion) are the default's own behaviour; the hint
+ * families (admission, placement with demotion) act on classes.  The unhinted ones are chosen as
  * they would be with no hints at all: by a miniature that runs the
  * unhinted effects in force on the accesses stripped of their hints (the
  * plain one), and one per unhinted family with that family flipped.  The
@@ -85,12 +85,12 @@
  * evidence ever took demotion alone.
  *
  * Constants.  The floor is the paper's.  The rate was 1/256 until a fifth
- * family needed room in the budget: every cache the scorecard
- * replays is under 256 K blocks, where the floor sets the miniatures'
- * size at either rate, so halving it changed none of its figures.  The
- * margin (1/16 of the floor) and the limit (the floor) were set before any
- * trace was measured and are the same for every workload.  The region (16 blocks, 64
- * KiB of 4 KiB blocks) was set before it was measured: it holds most
+ * family needed room in the budget: every cache the scorecard replays is
+ * under 256 K blocks, where the floor sets the miniatures' size at either
+ * rate, so halving it changed none of its figures.  The margin (1/16 of
+ * the floor) and the limit (the floor) were set before any trace was
+ * measured and are the same for every workload.  The region (16 blocks,
+ * 64 KiB of 4 KiB blocks) was set before it was measured: it holds most
  * random requests whole, and the smallest miniature still holds 64 of
  * them.  Starting with every effect off was checked against starting with
  * the built-in ones on
