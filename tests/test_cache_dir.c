@@ -447,12 +447,12 @@ test_hint_weighed_by_requests (void)
          "weighed, no more than 0.5 %% more slow reads or misses (%u/%u vs %u/%u)", w, ws, u, us);
 }
 
-/* The unhinted families (cutoff, probation) are chosen as they would be
- * without hints (evidence.c): the same accesses, with hints and without,
- * have the same unhinted effects in force at every step, while the hints
- * turn a hint family on (a background scan beside a hot set) and off again
- * (background data read back soon), and the unhinted choices change too
- * (reuse beyond probation's reach). */
+/* The unhinted families (cutoff, probation, reinsertion) are chosen as
+ * they would be without hints (evidence.c): the same accesses, with hints
+ * and without, have the same unhinted effects in force at every step,
+ * while the hints turn a hint family on (a background scan beside a hot
+ * set) and off again (background data read back soon), and the unhinted
+ * choices change too (reuse beyond probation's reach). */
 static void
 test_unhinted_choices_ignore_hints (void)
 {
@@ -682,6 +682,46 @@ test_probation_off_drains (void)
     kept += hc_dir_find (&d, b) != HC_NIL;
   CHECK (kept == 0, "probation off, the blocks it held drain (%u of 1000 kept)", kept);
   hc_dir_fini (&d);
+}
+
+/* Reinsertion (HC_FX_REINSERT), with probation off so that every block
+ * is in the main FIFO: 100 blocks hit once each, then 1,500 new blocks
+ * through a 1,000-block cache.  How many of the 100 are kept? */
+static unsigned
+hit_blocks_kept (unsigned effects, struct hc_hint h)
+{
+  struct hc_directory d;
+  unsigned kept = 0;
+
+  CHECK (hc_dir_init_fixed (&d, 1000, HC_POLICY_HINTAWARE, NULL, effects) == 0, "init");
+  for (uint64_t b = 0; b < 100; b++) {
+    access1 (&d, b, h, false);
+    access1 (&d, b, h, false);
+  }
+  for (uint64_t b = 0; b < 1500; b++)
+    access1 (&d, 1000000 + b, (struct hc_hint) { 0 }, false);
+  for (uint64_t b = 0; b < 100; b++)
+    kept += hc_dir_find (&d, b) != HC_NIL;
+  hc_dir_fini (&d);
+  return kept;
+}
+
+/* On, a block hit in the main FIFO goes round again (CLOCK); off, it is
+ * evicted in turn (FIFO), unless a hint protects it: willneed advice is a
+ * request, obeyed whatever the evidence chose. */
+static void
+test_reinsertion (void)
+{
+  const unsigned clock = HC_FX_ALL & ~HC_FX_FILTER, fifo = clock & ~HC_FX_REINSERT;
+  const struct hc_hint none = { 0 }, willneed = { .advice = HC_ADVICE_WILLNEED };
+  unsigned c = hit_blocks_kept (clock, none), f = hit_blocks_kept (fifo, none),
+           w = hit_blocks_kept (fifo, willneed);
+
+  printf ("hit blocks kept through a flood: reinsertion %u, none %u, none but advised %u\n", c, f,
+          w);
+  CHECK (c == 100, "reinsertion on: hit blocks go round again (%u of 100 kept)", c);
+  CHECK (f == 0, "reinsertion off: hit blocks are evicted in turn (%u of 100 kept)", f);
+  CHECK (w == 100, "reinsertion off: advised blocks still go round (%u of 100 kept)", w);
 }
 
 /* A victim search that finds its policy's first queue all dirty goes on
@@ -946,6 +986,7 @@ main (void)
   test_deferred_and_dirty ();
   test_victim_past_dirty ();
   test_probation_off_drains ();
+  test_reinsertion ();
   test_journal_demoted_after_writeback ();
   test_protection ();
   test_advice_outlives_flood ();

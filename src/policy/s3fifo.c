@@ -17,11 +17,11 @@
  * block.  The hint-aware policy may turn the small FIFO off (new blocks go
  * straight to main; what the small one holds then drains first) and the
  * reinsertion (main is then a plain FIFO, but for blocks a hint protects):
- * its evidence weighs both (src/cache/evidence.c).  Blocks that may not be evicted yet (dirty, busy) are rotated to
- * the head of their queue, at most SKIP_LIMIT of them per victim search;
- * once a whole queue has been passed over, the search goes on in the other
- * (a small queue full of freshly written dirty blocks must not hide a main
- * queue of clean ones).
+ * its evidence weighs both (src/cache/evidence.c).  Blocks that may not be
+ * evicted yet (dirty, busy) are rotated to the head of their queue, at
+ * most SKIP_LIMIT of them per victim search; once a whole queue has been
+ * passed over, the search goes on in the other (a small queue full of
+ * freshly written dirty blocks must not hide a main queue of clean ones).
  * This file also provides the S3-FIFO machinery the hint-aware policy
  * builds on (hintaware.c).
  */
