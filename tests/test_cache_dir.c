@@ -661,6 +661,21 @@ clean_only (void *arg, uint32_t c)
   return !(d->map.blk[c].meta & HC_M_DIRTY);
 }
 
+/* Reads `flood` new blocks through d, then counts how many of blocks
+ * 0 … n−1 it still holds, and frees d. */
+static unsigned
+kept_through_flood (struct hc_directory *d, uint64_t n, uint64_t flood)
+{
+  unsigned kept = 0;
+
+  for (uint64_t b = 0; b < flood; b++)
+    access1 (d, 1000000 + b, (struct hc_hint) { 0 }, false);
+  for (uint64_t b = 0; b < n; b++)
+    kept += hc_dir_find (d, b) != HC_NIL;
+  hc_dir_fini (d);
+  return kept;
+}
+
 /* With probation off (the evidence's choice, or an administrator's),
  * nothing new enters the small FIFO, and what it held drains in turn.
  * (It stayed for good: a tenth of the cache out of every queue's turn,
@@ -670,18 +685,13 @@ static void
 test_probation_off_drains (void)
 {
   struct hc_directory d;
-  unsigned kept = 0;
 
   CHECK (hc_dir_init_fixed (&d, 1000, HC_POLICY_HINTAWARE, NULL, HC_FX_ALL) == 0, "init");
   for (uint64_t b = 0; b < 1000; b++)
     access1 (&d, b, (struct hc_hint) { 0 }, false);
   hc_dir_set_effects (&d, HC_FX_ALL & ~HC_FX_FILTER);
-  for (uint64_t b = 0; b < 3000; b++)
-    access1 (&d, 10000 + b, (struct hc_hint) { 0 }, false);
-  for (uint64_t b = 0; b < 1000; b++)
-    kept += hc_dir_find (&d, b) != HC_NIL;
+  unsigned kept = kept_through_flood (&d, 1000, 3000);
   CHECK (kept == 0, "probation off, the blocks it held drain (%u of 1000 kept)", kept);
-  hc_dir_fini (&d);
 }
 
 /* Reinsertion (HC_FX_REINSERT), with probation off so that every block
@@ -691,19 +701,13 @@ static unsigned
 hit_blocks_kept (unsigned effects, struct hc_hint h)
 {
   struct hc_directory d;
-  unsigned kept = 0;
 
   CHECK (hc_dir_init_fixed (&d, 1000, HC_POLICY_HINTAWARE, NULL, effects) == 0, "init");
   for (uint64_t b = 0; b < 100; b++) {
     access1 (&d, b, h, false);
     access1 (&d, b, h, false);
   }
-  for (uint64_t b = 0; b < 1500; b++)
-    access1 (&d, 1000000 + b, (struct hc_hint) { 0 }, false);
-  for (uint64_t b = 0; b < 100; b++)
-    kept += hc_dir_find (&d, b) != HC_NIL;
-  hc_dir_fini (&d);
-  return kept;
+  return kept_through_flood (&d, 100, 1500);
 }
 
 /* On, a block hit in the main FIFO goes round again (CLOCK); off, it is
@@ -848,18 +852,12 @@ advised_kept (enum hc_advice advice)
 {
   struct hc_directory d;
   const struct hc_hint h = { .cls = HC_CLASS_METADATA, .advice = (uint8_t) advice };
-  unsigned kept = 0;
 
   CHECK (hc_dir_init_fixed (&d, 1000, HC_POLICY_HINTAWARE, NULL, HC_FX_ALL & ~HC_FX_FILTER) == 0,
          "init");
   for (uint64_t b = 0; b < 200; b++)
     access1 (&d, b, h, false);
-  for (uint64_t b = 0; b < 2000; b++)
-    access1 (&d, 1000000 + b, (struct hc_hint) { 0 }, false);
-  for (uint64_t b = 0; b < 200; b++)
-    kept += hc_dir_find (&d, b) != HC_NIL;
-  hc_dir_fini (&d);
-  return kept;
+  return kept_through_flood (&d, 200, 2000);
 }
 
 static void
