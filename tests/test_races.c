@@ -41,6 +41,14 @@
  *                   16 MiB of fills wait, the rest are dropped and counted
  *                   as bypassed (full), and once released exactly the 16
  *                   MiB are installed.  (Written with the feature.)
+ *   beside          a write-through batch's slow writes on the slow writer
+ *                   (writer.c): the two tiers' writes are in flight at
+ *                   once, for misses and for hits; a failed slow write fails
+ *                   the request and leaves the copies dirty, for the
+ *                   cleaner to write back; a failed fast write sends the
+ *                   blocks around the cache.  (Written with the feature;
+ *                   with the slow writes after the fast ones, the first
+ *                   check fails.)
  *
  * A case that hangs is a failure too: a watchdog ends the test. */
 #include <errno.h>
@@ -793,6 +801,114 @@ fill_pressure (void)
   rig_down (&r);
 }
 
+/* ---- beside ---- */
+
+enum { BESIDE = 8 }; /* blocks in the case's write */
+
+/* Each tier's write of the batch waits (up to 2 s) for the other's to
+ * begin; sc.c counts the writes that saw the other one in flight.  With
+ * sc.off set, that tier's write fails instead (1: fast, 2: slow). */
+static int
+beside_hook (bool slow, enum hook_op op, uint64_t len, bool after)
+{
+  if (op != HOOK_WRITE || after || len != BESIDE * BS)
+    return 0;
+  if (sc.off == (slow ? 2u : 1u))
+    return -EIO;
+  bump (slow ? &sc.b : &sc.a);
+  if (wait_for (slow ? &sc.a : &sc.b, 1, 2000))
+    bump (&sc.c);
+  return 0;
+}
+
+static int
+beside_fast (struct rig *r, enum hook_op op, uint64_t off, uint64_t len, bool after, int rc)
+{
+  (void) r, (void) off, (void) rc;
+  return beside_hook (false, op, len, after);
+}
+
+static int
+beside_slow (struct rig *r, enum hook_op op, uint64_t off, uint64_t len, bool after, int rc)
+{
+  (void) r, (void) off, (void) rc;
+  return beside_hook (true, op, len, after);
+}
+
+/* How many of blocks [b, b + n) are cached, and how many of them dirty. */
+static void
+cached (hc_volume *v, uint64_t b, unsigned n, unsigned *in, unsigned *dirty)
+{
+  *in = *dirty = 0;
+  pthread_mutex_lock (&v->lock);
+  for (unsigned i = 0; i < n; i++) {
+    uint32_t c = hc_dir_find (&v->dir, b + i);
+    if (c != HC_NIL) {
+      (*in)++;
+      *dirty += (v->dir.map.blk[c].meta & HC_M_DIRTY) != 0;
+    }
+  }
+  pthread_mutex_unlock (&v->lock);
+}
+
+static void
+beside (void)
+{
+  struct rig r;
+  char why[200];
+  static uint8_t data[BESIDE * BS], got[BESIDE * BS];
+  unsigned in, dirty;
+
+  scenario ("beside");
+  rig_opts.threads = true;
+  rig_up (&r, HC_MODE_WRITETHROUGH, false);
+  r.v->write_way.force = 2; /* beside, whatever the trials would say */
+  sc.fast = beside_fast;
+  sc.slow = beside_slow;
+  for (int pass = 0; pass < 2; pass++) { /* misses, then hits (rewritten in place) */
+    sc.a = sc.b = sc.c = 0;
+    memset (data, 0x31 + pass, sizeof data);
+    CHECK (hc_volume_write (r.v, data, sizeof data, 8 * BS, 0, NULL) == 0, "pass %d: write", pass);
+    CHECK (sc.c == 2, "pass %d: the tiers' writes were in flight at once (%d of 2 saw the other)",
+           pass, sc.c);
+    CHECK (hc_tier_read (r.smem, got, sizeof got, 8 * BS) == 0 && memcmp (got, data, sizeof got) == 0,
+           "pass %d: the slow tier has the data", pass);
+    cached (r.v, 8, BESIDE, &in, &dirty);
+    CHECK (in == BESIDE && dirty == 0, "pass %d: %u cached, %u dirty (want %u, 0)", pass, in,
+           dirty, (unsigned) BESIDE);
+  }
+  /* The slow write fails: so does the request, and the copies stay dirty
+   * until the cleaner has written them back. */
+  sc.off = 2;
+  memset (data, 0x41, sizeof data);
+  CHECK (hc_volume_write (r.v, data, sizeof data, 8 * BS, 0, NULL) == -EIO,
+         "a failed slow write fails the request");
+  cached (r.v, 8, BESIDE, &in, &dirty);
+  CHECK (in == BESIDE && dirty == BESIDE, "after a failed slow write: %u cached, %u dirty (want %u)",
+         in, dirty, (unsigned) BESIDE);
+  sc.off = 0;
+  sc.fast = sc.slow = NULL;
+  CHECK (hc_volume_clean (r.v) == 0, "clean");
+  CHECK (hc_tier_read (r.smem, got, sizeof got, 8 * BS) == 0 && memcmp (got, data, sizeof got) == 0,
+         "the cleaner wrote the copies back");
+  /* The fast write fails: the blocks go around the cache. */
+  sc.fast = beside_fast;
+  sc.slow = beside_slow;
+  sc.off = 1;
+  memset (data, 0x51, sizeof data);
+  CHECK (hc_volume_write (r.v, data, sizeof data, 24 * BS, 0, NULL) == 0,
+         "a failed fast write goes around");
+  sc.fast = sc.slow = NULL;
+  cached (r.v, 24, BESIDE, &in, &dirty);
+  CHECK (in == 0, "after a failed fast write: %u cached (want 0)", in);
+  CHECK (hc_tier_read (r.smem, got, sizeof got, 24 * BS) == 0 && memcmp (got, data, sizeof got) == 0
+             && hc_volume_read (r.v, got, sizeof got, 24 * BS, NULL) == 0
+             && memcmp (got, data, sizeof got) == 0,
+         "after a failed fast write: the data is on the slow tier and reads back");
+  CHECK (rig_reopens (&r, why, sizeof why), "reopen: %s", why);
+  rig_down (&r);
+}
+
 int
 main (void)
 {
@@ -810,6 +926,7 @@ main (void)
   fill_stale (false);
   fill_stale (true);
   fill_pressure ();
+  beside ();
   alarm (0);
   return test_exit ("test_races");
 }

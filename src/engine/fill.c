@@ -171,7 +171,7 @@ hc_fill_defer (hc_volume *v, uint64_t blk, unsigned k, const uint32_t *newc,
   hc_lock (&v->lock);
   if (!f || v->fill_stop || !ring_take (v, f, bytes)) {
     drop (v, n, newc + i0, a + i0);
-    v->fill_way.dropped = true;
+    v->fill_way.spoiled = true;
     pthread_mutex_unlock (&v->lock);
     free (f);
     return true;
@@ -201,7 +201,7 @@ hc_fill_defer (hc_volume *v, uint64_t blk, unsigned k, const uint32_t *newc,
   return true;
 }
 
-/* ---- Which way: trials. ----
+/* ---- Which way: trials (trial.c). ----
  *
  * Deferring a fill does not always pay.  When the slow tier's reads wait on
  * a device, the reader is spared the fast write's wait, and the filler's
@@ -211,67 +211,18 @@ hc_fill_defer (hc_volume *v, uint64_t blk, unsigned k, const uint32_t *newc,
  * for the CPUs, the memory bus and the page cache's locks.  On a machine
  * of two CPUs with both tiers in tmpfs, 1 MiB misses read at about 2,000
  * MB/s filled on the reader's thread and at 650–700 MB/s deferred (the
- * reader alone, its fills dropped: about 3,000).  Which case a volume is
- * in depends on its devices, its machine and its load, so it is measured,
- * not assumed: of every TRIAL_CYCLE × TRIAL_RUNS runs of misses that admit
- * a block, the first TRIAL_RUNS fill on the reader's thread, the next
- * TRIAL_RUNS are deferred, and each reports the reader's time per block
- * (from entering read_misses to leaving it).  The way with the lower mean
- * serves the rest of the cycle; a deferred trial that dropped a fill for
- * want of room loses (deferral then costs admissions).  The losing way's
- * trial is the price of measuring (on that machine, a deferred trial runs
- * at a third of the speed), so while the trials keep choosing the same
- * way each cycle is twice as long as the last, up to TRIAL_CYCLE_MAX: the
- * price falls from an eighth of the runs to under 1 %, and a change of
- * the workload is still seen within TRIAL_CYCLE_MAX trial lengths.  A
- * change of the winner starts again from TRIAL_CYCLE.
+ * reader alone, its fills dropped: about 3,000).  So trials decide, each
+ * run of misses that admits a block a run, timed from entering read_misses
+ * to leaving it, per block; a deferred trial that dropped a fill for want
+ * of room is spoiled (deferral then costs admissions).
  */
-#define TRIAL_RUNS 64
-#define TRIAL_CYCLE 16
-#define TRIAL_CYCLE_MAX 512
-
 int
 hc_fill_way (hc_volume *v, bool *defer)
 {
-  typeof (v->fill_way) *t = &v->fill_way;
-
   *defer = false;
-  if (!v->filler_started || t->force == 1)
+  if (!v->filler_started)
     return -1;
-  if (t->force == 2) {
-    *defer = true;
-    return -1;
-  }
-  if (!t->cycle || t->pos >= t->cycle * TRIAL_RUNS) { /* a new cycle: its trials first */
-    t->cycle = t->cycle ? t->cycle : TRIAL_CYCLE;
-    t->pos = 0;
-    t->ns[0] = t->ns[1] = t->blocks[0] = t->blocks[1] = 0;
-    t->dropped = false;
-  }
-  uint64_t pos = t->pos++;
-  if (pos == 2 * TRIAL_RUNS && t->blocks[0] && t->blocks[1]) {
-    /* Mean time per block, deferred against on the reader's thread. */
-    bool d = !t->dropped && (double) t->ns[1] / (double) t->blocks[1]
-                                < (double) t->ns[0] / (double) t->blocks[0];
-    t->cycle = d != t->defer ? TRIAL_CYCLE
-               : t->cycle < TRIAL_CYCLE_MAX ? 2 * t->cycle : TRIAL_CYCLE_MAX;
-    t->defer = d;
-  }
-  if (pos < 2 * TRIAL_RUNS) {
-    *defer = pos >= TRIAL_RUNS;
-    return (int) (pos / TRIAL_RUNS);
-  }
-  *defer = t->defer;
-  return -1;
-}
-
-void
-hc_fill_trial (hc_volume *v, int trial, uint64_t ns, unsigned blocks)
-{
-  hc_lock (&v->lock);
-  v->fill_way.ns[trial] += ns;
-  v->fill_way.blocks[trial] += blocks;
-  pthread_mutex_unlock (&v->lock);
+  return hc_trial_way (&v->fill_way, defer);
 }
 
 /* Takes the oldest fill off the queue and gives its ring back (caller

@@ -525,7 +525,7 @@ read_misses (hc_volume *v, uint64_t blk, unsigned n, uint8_t *dst, struct req *r
   hc_vol_unlock_run (v, blk, k);
   rc = commit_now ? hc_meta_commit (v, false) : 0;
   if (trial >= 0)
-    hc_fill_trial (v, trial, hc_now_ns () - t0, k);
+    hc_trial_report (v, &v->fill_way, trial, hc_now_ns () - t0, k);
   return rc < 0 ? rc : (long) k;
 }
 

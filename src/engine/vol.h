@@ -15,6 +15,9 @@
  *              write-back, prefetch and reclaim of single blocks
  *   fill.c     read-miss fills, and the filler thread that makes them after
  *              the client has its data
+ *   writer.c   the slow writer: a write-through batch's slow writes beside its
+ *              fast writes
+ *   trial.c    which of two ways is faster here (fills, slow writes), measured
  *
  * Locking rules (also in docs/ARCHITECTURE.md), outermost first:
  *
@@ -27,7 +30,8 @@
  *      a batch of whole blocks (write_batch, exclusive; read_misses, shared;
  *      up to 256 and never more than nstripes) waits for its first stripe
  *      and takes the next ones only while each is free at once (lock_run):
- *      a batch never waits — for a stripe or the cleaner — holding stripes.
+ *      a batch never waits — for a stripe or the cleaner — holding stripes
+ *      (only for the slow writer's job, and the slow writer takes no stripe).
  *      Every exclusive hold counts in the stripe's generation (stripe_gen,
  *      stripe_wrlock in io.h); the filler takes stripes shared only if free
  *      at once, and installs a block only if its generation has not moved
@@ -110,6 +114,32 @@ struct hc_stream {
 
 struct hc_fill; /* fill.c */
 
+/* Trials of two ways of doing the same work (trial.c). */
+#define HC_TRIAL_RUNS 64
+struct hc_trial {
+  uint64_t pos;              /* runs into this cycle */
+  uint64_t cycle;            /* this cycle's length, in trial lengths */
+  uint64_t ns[2], units[2];  /* the current trials: way 0, way 1 */
+  bool spoiled;              /* way 1's trial lost something way 0 would not have */
+  bool alt;                  /* what the last trials chose: way 1 */
+  uint8_t force;             /* tests: 0 trials decide, 1 always way 0, 2 always way 1 */
+};
+
+/* A job for the slow writer (writer.c): up to HC_SLOW_RUNS writes to the
+ * slow tier, in order; the first that fails ends it. */
+#define HC_SLOW_RUNS 256
+struct hc_slow_job {
+  struct {
+    const uint8_t *buf;
+    size_t len;
+    uint64_t off;
+  } run[HC_SLOW_RUNS];
+  unsigned n;
+  unsigned flags;            /* hc_tier_write's, for every run */
+  int rc;                    /* the first error, once done */
+  bool taken, done;          /* under lock */
+};
+
 struct hc_prefetch {
   uint64_t blk, n;     /* blocks [blk, blk + n) still to prefetch */
   struct hc_hint hint;
@@ -187,15 +217,16 @@ struct hc_volume {
   size_t fill_wr, fill_rd;     /* where the next fill's data goes; where the oldest's is */
   size_t fill_bytes;           /* ring bytes in use (data waiting or being written, and
                                 * an end skipped to wrap) */
-  struct {                     /* which way fills go: trials and their outcome (fill.c) */
-    uint64_t pos;              /* runs of misses with an admission into this cycle */
-    uint64_t cycle;            /* this cycle's length, in trial lengths */
-    uint64_t ns[2], blocks[2]; /* the current trials: on the reader's thread [0], deferred [1] */
-    bool dropped;              /* the deferred trial dropped a fill */
-    bool defer;                /* what the last trials chose */
-    uint8_t force;             /* tests: 0 trials decide, 1 always on the reader's thread,
-                                * 2 always deferred */
-  } fill_way;
+  struct hc_trial fill_way;    /* on the reader's thread (0) or deferred (1) (fill.c) */
+
+  /* The slow writer (writer.c): a write-through batch's slow-tier writes,
+   * beside its fast ones.  Under lock. */
+  pthread_t writer;
+  bool writer_started, writer_stop;
+  pthread_cond_t writer_wake, writer_done;
+  struct hc_slow_job *writer_job; /* the job waiting or being written, or NULL */
+  uint64_t writer_jobs;        /* jobs written so far (tests) */
+  struct hc_trial write_way;   /* on the writer's thread (0) or beside (1) (write.c) */
 
   uint64_t replayed;
   bool was_clean;
@@ -346,9 +377,34 @@ uint64_t hc_fill_pending (hc_volume *v);
 /* Which way the fill of a run of misses goes (caller holds lock): sets
  * *defer, and returns the trial the run belongs to (0: on the reader's
  * thread, 1: deferred), or -1.  A run of a trial reports how long it took
- * the reader, through hc_fill_trial (caller does not hold lock). */
+ * the reader, through hc_trial_report on v->fill_way. */
 int hc_fill_way (hc_volume *v, bool *defer);
-void hc_fill_trial (hc_volume *v, int trial, uint64_t ns, unsigned blocks);
+
+/* ---- trial.c ---- */
+
+/* Which way the next run goes (caller holds lock): sets *alt (way 1), and
+ * returns the trial the run belongs to (0 or 1), or -1 for none. */
+int hc_trial_way (struct hc_trial *t, bool *alt);
+
+/* Reports a run of trial `trial` (-1: none, nothing is done): it took the
+ * caller ns for `units` of work (caller does not hold lock). */
+void hc_trial_report (hc_volume *v, struct hc_trial *t, int trial, uint64_t ns,
+                      unsigned units);
+
+/* ---- writer.c ---- */
+
+/* Starts and stops the slow writer (no job may be waiting at the stop). */
+int hc_writer_start (hc_volume *v);
+void hc_writer_stop (hc_volume *v);
+
+/* Hands job j (its runs and flags set) to the slow writer.  Returns false,
+ * doing nothing, when there is none or it is busy: the caller writes the
+ * runs itself.  A job handed over must be waited for (hc_writer_wait)
+ * before its buffers go. */
+bool hc_writer_submit (hc_volume *v, struct hc_slow_job *j);
+
+/* Waits until job j is written (again: at once).  Returns its rc. */
+int hc_writer_wait (hc_volume *v, struct hc_slow_job *j);
 
 /* ---- cleaner.c ---- */
 

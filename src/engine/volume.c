@@ -142,6 +142,8 @@ destroy (hc_volume *v)
   pthread_cond_destroy (&v->wake);
   pthread_cond_destroy (&v->space);
   pthread_cond_destroy (&v->fill_wake);
+  pthread_cond_destroy (&v->writer_wake);
+  pthread_cond_destroy (&v->writer_done);
   for (unsigned i = 0; v->stripes && i < v->nstripes; i++)
     pthread_rwlock_destroy (&v->stripes[i]);
   free (v->stripes);
@@ -202,6 +204,8 @@ open_volume (hc_tier *fast, hc_tier *slow, const struct hc_open_opts *o, bool an
   pthread_cond_init (&v->wake, NULL);
   pthread_cond_init (&v->space, NULL);
   pthread_cond_init (&v->fill_wake, NULL);
+  pthread_cond_init (&v->writer_wake, NULL);
+  pthread_cond_init (&v->writer_done, NULL);
   for (v->nstripes = HC_STRIPES_MIN; v->nstripes < HC_STRIPES && v->nstripes < v->nslow;)
     v->nstripes *= 2;
   v->stripe_gen = calloc (v->nstripes, sizeof *v->stripe_gen);
@@ -243,8 +247,10 @@ open_volume (hc_tier *fast, hc_tier *slow, const struct hc_open_opts *o, bool an
     }
     v->settle_idle_ns = 60 * 1000000000ull;  /* when idle, at most once a minute */
     v->settle_busy_ns = 600 * 1000000000ull; /* in any case every ten minutes */
-    if (!o->no_cleaner && ((rc = hc_cleaner_start (v)) < 0 || (rc = hc_fill_start (v)) < 0)) {
-      snprintf (why, whylen, "starting the %s: %s", v->cleaner_started ? "filler" : "cleaner",
+    if (!o->no_cleaner && ((rc = hc_cleaner_start (v)) < 0 || (rc = hc_fill_start (v)) < 0
+                           || (rc = hc_writer_start (v)) < 0)) {
+      snprintf (why, whylen, "starting the %s: %s",
+                !v->cleaner_started ? "cleaner" : !v->filler_started ? "filler" : "slow writer",
                 strerror (-rc));
       goto fail;
     }
@@ -254,6 +260,7 @@ open_volume (hc_tier *fast, hc_tier *slow, const struct hc_open_opts *o, bool an
 fail_early:
   snprintf (why, whylen, "%s", strerror (-rc));
 fail:
+  hc_writer_stop (v);
   hc_fill_stop (v);
   hc_cleaner_stop (v);
   destroy (v);
@@ -276,6 +283,7 @@ hc_volume_close (hc_volume *v)
 
   if (!v)
     return 0;
+  hc_writer_stop (v);
   hc_fill_stop (v);
   hc_cleaner_stop (v);
   if (v->failed)

@@ -101,6 +101,7 @@ struct batch {
   unsigned n;
   unsigned flags; /* the request's */
   bool hold;      /* only says that the caller holds the stripe: nothing is deferred */
+  struct hc_slow_job job; /* its slow writes, when the slow writer takes them (writer.c) */
 };
 
 /* Notes whether block c's last write was FUA (caller holds lock).  Such a
@@ -393,15 +394,27 @@ out:
 /* The slow tier's part of a batch, once its new copies are on the fast
  * tier and recorded (dirty): one commit if any block needs it, then each
  * run of blocks consecutive in the volume and in the request as one
- * slow-tier write, then the write-through copies clean again.  A failed
+ * slow-tier write (or, with a job, the slow writer's writes of the same
+ * runs, waited for), then the write-through copies clean again.  A failed
  * slow write leaves its copies dirty (the cleaner writes them back) and
  * fails the request, as write_block does.  Returns 0 or the first error. */
 static int
-flush_slow (hc_volume *v, struct batch *bt)
+flush_slow (hc_volume *v, struct batch *bt, struct hc_slow_job *job)
 {
   bool any = false, commit = false;
   int rc = 0;
 
+  if (job) { /* written beside the fast writes, all in one (its first error fails them all) */
+    int w = hc_writer_wait (v, job);
+    hc_lock (&v->lock);
+    slow_changed (v);
+    for (unsigned k = 0; k < bt->n && w == 0; k++)
+      if (bt->e[k].slow_pending && bt->e[k].newc != HC_NIL
+          && hc_dir_find (&v->dir, bt->e[k].a.origin) == bt->e[k].newc)
+        hc_vol_clean_unrecorded (v, bt->e[k].newc);
+    pthread_mutex_unlock (&v->lock);
+    return w;
+  }
   for (unsigned i = 0; i < bt->n; i++) {
     any |= bt->e[i].slow_pending;
     commit |= bt->e[i].slow_pending && bt->e[i].commit_first;
@@ -438,7 +451,8 @@ flush_slow (hc_volume *v, struct batch *bt)
  * write_block would have.  A failed write gives its blocks back and leaves
  * the old copies in place.  Returns 0 or the first error. */
 static int
-flush_batch (hc_volume *v, struct batch *bt, struct req *r, bool *commit_after)
+flush_batch (hc_volume *v, struct batch *bt, struct req *r, bool *commit_after,
+             struct hc_slow_job *job)
 {
   int rc = 0;
 
@@ -497,7 +511,10 @@ flush_batch (hc_volume *v, struct batch *bt, struct req *r, bool *commit_after)
     pthread_mutex_unlock (&v->lock);
     if (failed) {
       /* Each block again, around the fast tier (a copy rewritten in place
-       * halfway is dropped after the slow tier has the block). */
+       * halfway is dropped after the slow tier has the block); the slow
+       * writer's writes first, so that no two writes of a block meet. */
+      if (job)
+        hc_writer_wait (v, job);
       struct batch held = { .n = 0, .hold = true };
       r->around = true;
       for (unsigned k = i; k < j; k++) {
@@ -508,9 +525,51 @@ flush_batch (hc_volume *v, struct batch *bt, struct req *r, bool *commit_after)
       }
     }
   }
-  int e = flush_slow (v, bt);
+  int e = flush_slow (v, bt, job);
   bt->n = 0;
   return rc < 0 ? rc : e;
+}
+
+/* Hands a batch's slow writes to the slow writer, to run beside its fast
+ * writes (writer.c), if that may be and is the way (trial.c): every block
+ * goes to the slow tier, none of them after a commit, some to the fast
+ * tier too.  Returns the job handed over, or NULL; *trial and *t0 say
+ * which trial the batch is part of (-1: none) and when it began. */
+static struct hc_slow_job *
+beside (hc_volume *v, struct batch *bt, const struct req *r, int *trial, uint64_t *t0)
+{
+  struct hc_slow_job *j = &bt->job;
+  bool fast = false, alt;
+
+  *trial = -1;
+  if (!v->writer_started || r->around)
+    return NULL;
+  for (unsigned i = 0; i < bt->n; i++) {
+    if (!bt->e[i].to_slow || bt->e[i].commit_first)
+      return NULL;
+    fast |= bt->e[i].newc != HC_NIL;
+  }
+  if (!fast)
+    return NULL;
+  hc_lock (&v->lock);
+  *trial = hc_trial_way (&v->write_way, &alt);
+  pthread_mutex_unlock (&v->lock);
+  if (*trial >= 0)
+    *t0 = hc_now_ns ();
+  if (!alt)
+    return NULL;
+  j->n = 0;
+  j->flags = (bt->flags & HC_VOL_FUA) ? HC_TIER_FUA : 0;
+  for (unsigned i = 0, k; i < bt->n; i = k) {
+    for (k = i + 1; k < bt->n && bt->e[k].a.origin == bt->e[k - 1].a.origin + 1
+                    && bt->e[k].src == bt->e[k - 1].src + v->bs; k++)
+      ;
+    j->run[j->n].buf = bt->e[i].src;
+    j->run[j->n].len = (size_t) (k - i) << v->bshift;
+    j->run[j->n].off = bt->e[i].a.origin << v->bshift;
+    j->n++;
+  }
+  return hc_writer_submit (v, j) ? j : NULL;
 }
 
 /* Writes up to *np (≤ BATCH_BLOCKS) whole blocks from blk on, holding the
@@ -549,7 +608,13 @@ write_batch (hc_volume *v, uint64_t blk, unsigned *np, const uint8_t *src, unsig
   *np = n = hc_vol_lock_run (v, blk, n, true);
   for (unsigned i = 0; i < n && rc == 0; i++)
     rc = write_block (v, blk + i, 0, v->bs, src + (size_t) i * v->bs, flags, r, commit_after, bt);
-  int frc = flush_batch (v, bt, r, commit_after);
+  int trial = -1;
+  uint64_t t0 = 0;
+  const unsigned deferred = bt->n;
+  struct hc_slow_job *job = rc == 0 ? beside (v, bt, r, &trial, &t0) : NULL;
+  int frc = flush_batch (v, bt, r, commit_after, job);
+  if (trial >= 0)
+    hc_trial_report (v, &v->write_way, trial, hc_now_ns () - t0, deferred);
   hc_vol_unlock_run (v, blk, n);
   free (bt);
   return rc < 0 ? rc : frc;
