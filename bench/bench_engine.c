@@ -143,6 +143,41 @@ device_wait (void *arg, enum hook_op op, uint64_t off, uint64_t len, bool after,
   return 0;
 }
 
+/* Reads (write: writes) blocks [hot, 2 hot) in requests of `per` blocks,
+ * `passes` times over, on freshly formatted write-through volumes over
+ * wfast and wslow: way 0 with the request's trial (fills, or slow writes)
+ * forced to its plain way, way 1 as the trials choose; best of two turns
+ * of each, in bytes per second, into way[].  Returns what the trials of
+ * the last way-1 volume chose. */
+static bool
+trial_ways (hc_tier *wfast, hc_tier *wslow, bool write, uint64_t hot, uint64_t per, int passes,
+            double way[2], void *buf)
+{
+  bool chose = false;
+
+  way[0] = way[1] = 0;
+  for (int turn = 0; turn < 2; turn++)
+    for (int w = 0; w < 2; w++) {
+      format (wfast, wslow, HC_MODE_WRITETHROUGH, false);
+      hc_volume *v = open_volume (wfast, wslow, true);
+      struct hc_trial *t = write ? &v->write_way : &v->fill_way;
+      t->force = w == 0 ? 1 : 0;
+      double t0 = now ();
+      for (int pass = 0; pass < passes; pass++)
+        for (uint64_t b = 0; b < hot; b += per)
+          if (write)
+            hc_volume_write (v, buf, per * 4096, (hot + b) * 4096, 0, NULL);
+          else
+            hc_volume_read (v, buf, per * 4096, (hot + b) * 4096, NULL);
+      double r = passes * (double) hot * 4096 / (now () - t0);
+      way[w] = r > way[w] ? r : way[w];
+      if (w == 1)
+        chose = t->alt;
+      hc_volume_close (v);
+    }
+  return chose;
+}
+
 /* Runs fn n times; returns operations per second (best of 3). */
 static double
 rate (void (*fn) (void *, uint64_t), void *arg, uint64_t n)
@@ -397,22 +432,8 @@ main (int argc, char **argv)
   hc_tier *wfast, *wslow;
   hook_new (fast, device_wait, NULL, &wfast);
   hook_new (slow, device_wait, (void *) 1, &wslow);
-  double way[2] = { 0, 0 };
-  bool deferred = false;
-  for (int turn = 0; turn < 2; turn++)
-    for (int w = 0; w < 2; w++) {
-      format (wfast, wslow, HC_MODE_WRITETHROUGH, false);
-      v = open_volume (wfast, wslow, true);
-      v->fill_way.force = w == 0 ? 1 : 0;
-      t0 = now ();
-      for (uint64_t b = 0; b < hot; b += mid)
-        hc_volume_read (v, buf, mid * 4096, (hot + b) * 4096, NULL);
-      double r = (double) hot * 4096 / (now () - t0);
-      way[w] = r > way[w] ? r : way[w];
-      if (w == 1)
-        deferred = v->fill_way.alt;
-      hc_volume_close (v);
-    }
+  double way[2];
+  bool deferred = trial_ways (wfast, wslow, false, hot, mid, 1, way, buf);
   printf ("256 KiB misses, device waits %5.0f MB/s  filled by the reader %11.0f MB/s  "
           "ratio %.2f (the trials chose %s)\n", way[1] / 1e6, way[0] / 1e6, way[1] / way[0],
           deferred ? "the filler" : "the reader");
@@ -422,23 +443,7 @@ main (int argc, char **argv)
    * hits): the slow writes always after the fast ones on the writer's
    * thread, against the way the trials choose (writer.c: beside them; the
    * choice comes after two trials of 64 requests). */
-  way[0] = way[1] = 0;
-  bool besides = false;
-  for (int turn = 0; turn < 2; turn++)
-    for (int w = 0; w < 2; w++) {
-      format (wfast, wslow, HC_MODE_WRITETHROUGH, false);
-      v = open_volume (wfast, wslow, true);
-      v->write_way.force = w == 0 ? 1 : 0;
-      t0 = now ();
-      for (int pass = 0; pass < 4; pass++)
-        for (uint64_t b = 0; b < hot; b += big)
-          hc_volume_write (v, buf, big * 4096, (hot + b) * 4096, 0, NULL);
-      double r = 4.0 * (double) hot * 4096 / (now () - t0);
-      way[w] = r > way[w] ? r : way[w];
-      if (w == 1)
-        besides = v->write_way.alt;
-      hc_volume_close (v);
-    }
+  bool besides = trial_ways (wfast, wslow, true, hot, big, 4, way, buf);
   printf ("1 MiB write-through, device waits %5.0f MB/s  slow after fast %9.0f MB/s  "
           "ratio %.2f (the trials chose %s)\n", way[1] / 1e6, way[0] / 1e6, way[1] / way[0],
           besides ? "beside" : "after");
