@@ -100,8 +100,9 @@ struct hc_open_opts {
   hc_classes *classes;      /* class attributes (borrowed); NULL: built-in */
   bool read_only;           /* replay in memory, write nothing (info, check) */
   bool no_cleaner;          /* no background threads: write back only on
-                               hc_volume_clean, and fill read misses on the
-                               reading thread (tests, tools) */
+                               hc_volume_clean, fill read misses on the
+                               reading thread, and write through to the
+                               slow tier after the fast one (tests, tools) */
   unsigned dirty_high;      /* % of blocks dirty that starts write-back (paced while requests
                                arrive, flat out when idle or past halfway to 100 %); default 50 */
   unsigned dirty_low;       /* % where that write-back stops; default 25 */
