@@ -68,7 +68,7 @@
 #define BS 4096u
 #define SECT 512u
 #define MAX_CLIENTS 6
-#define MAX_THREADS (MAX_CLIENTS + 4)
+#define MAX_THREADS (MAX_CLIENTS + 5) /* and the main thread, the cleaner, the filler, the slow writer, one spare */
 #define REGION 24u                       /* blocks each client owns */
 #define MAX_STEPS 20000000ull            /* yields in one phase before calling it a hang */
 
