@@ -18,8 +18,9 @@
  *
  * One job at a time, and a request that finds the writer busy writes its
  * slow data itself: the writer adds overlap, never a queue.  Whether the
- * overlap pays is the machine's business (trial.c): with both tiers in a
- * page cache on two CPUs, a second thread only adds a switch.
+ * overlap pays is the machine's business (trial.c): it does when the tiers
+ * wait on devices, and cannot when the CPUs are already busy copying, where
+ * the hand-off only adds a switch.
  */
 #include "vol.h"
 
