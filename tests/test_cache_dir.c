@@ -447,6 +447,67 @@ test_hint_weighed_by_requests (void)
          "weighed, no more than 0.5 %% more slow reads or misses (%u/%u vs %u/%u)", w, ws, u, us);
 }
 
+/* Read misses, and slow-tier reads, of 48-block requests over 40 runs
+ * hinted h (one request in 16) beside single-block reads of 1,000
+ * unhinted blocks; effects as for beside_hits, and a slow-tier read
+ * priced at `request` block transfers (hc_dir_set_request_cost). */
+static unsigned
+protected_runs (struct hc_hint h, int effects, uint32_t request, unsigned *slow_reads)
+{
+  struct hc_directory d;
+  unsigned misses = 0;
+
+  rng = 41;
+  *slow_reads = 0;
+  init_weighed (&d, effects);
+  hc_dir_set_request_cost (&d, request);
+  for (unsigned step = 0; step < 400000; step++) {
+    if (step % 16 == 0) {
+      uint64_t run = 2000000 + 64 * (next_rand () % 40);
+      bool missed = false;
+      for (uint64_t b = 0; b < 48; b++) {
+        bool hit = access_cont (&d, run + b, h, false, b > 0);
+        misses += !hit;
+        *slow_reads += !hit && !missed;
+        missed = !hit;
+      }
+    } else {
+      bool hit = access1 (&d, 5000000 + 16 * (next_rand () % 1000), (struct hc_hint) { 0 }, false);
+      misses += !hit;
+      *slow_reads += !hit;
+    }
+  }
+  hc_dir_fini (&d);
+  return misses;
+}
+
+/* A hint family is priced in the slow tier's time (evidence.c): here
+ * protecting the hinted runs saves many blocks, each run one slow-tier
+ * read, at the cost of more single-block misses, each a slow-tier read of
+ * its own.  Obeyed, fewer blocks are missed and readers wait longer;
+ * weighed with a slow-tier read priced as a disk's (hundreds of block
+ * transfers), the family is not taken, and no more slow reads are made
+ * than without hints; priced at one block, it is taken. */
+static void
+test_hint_weighed_by_time (void)
+{
+  const struct hc_hint meta = { .cls = HC_CLASS_METADATA };
+  const int weighed = -1, obeyed = HC_FX_ALL & ~HC_FX_SEQ_CUTOFF;
+  const uint32_t disk = 568, block = 1;
+  unsigned us, ws, bs, os;
+  unsigned u = protected_runs ((struct hc_hint) { 0 }, weighed, disk, &us),
+           w = protected_runs (meta, weighed, disk, &ws), b = protected_runs (meta, weighed, block, &bs),
+           o = protected_runs (meta, obeyed, disk, &os);
+
+  printf ("protected runs beside single blocks: read misses / slow reads unhinted %u / %u, "
+          "weighed %u / %u, priced per block %u / %u, obeyed %u / %u\n", u, us, w, ws, b, bs, o, os);
+  CHECK (o < u && os > us + us / 20, "obeyed, fewer misses, more slow reads (%u/%u vs %u/%u)",
+         o, os, u, us);
+  CHECK (ws <= us + us / 200, "weighed, no more than 0.5 %% more slow reads (%u/%u vs %u/%u)",
+         w, ws, u, us);
+  CHECK (bs > us + us / 200, "priced per block, the family is taken (%u/%u vs %u/%u)", b, bs, u, us);
+}
+
 /* The unhinted families (cutoff, probation, reinsertion) are chosen as
  * they would be without hints (evidence.c): the same accesses, with hints
  * and without, have the same unhinted effects in force at every step,
@@ -981,6 +1042,7 @@ main (void)
   test_unhinted_choices_ignore_hints ();
   test_hint_weighed_by_reads ();
   test_hint_weighed_by_requests ();
+  test_hint_weighed_by_time ();
   test_deferred_and_dirty ();
   test_victim_past_dirty ();
   test_probation_off_drains ();

@@ -376,6 +376,30 @@ test_model (void)
   CHECK (close_to (us, 60 + 4096 / 500.0), "flash read: %f", us);
   CHECK_EQ (hc_timing_model_io (m, true, 0, 0), 0.0, "flash flush");
   hc_timing_model_free (m);
+
+  /* What a request costs beyond its block, in block transfers: checked
+   * against the model itself, pricing reads at random places. */
+  CHECK_EQ (hc_timing_model_new (&disk, GiB, &m), 0, "model 4");
+  double sum = 0, expect = hc_timing_request_blocks (&disk, 4096);
+  uint64_t r = 88172645463325252u;
+  const unsigned n = 200000;
+  for (unsigned i = 0; i < n; i++) {
+    r ^= r << 13, r ^= r >> 7, r ^= r << 17;
+    sum += hc_timing_model_io (m, false, (r % (GiB / 4096 - 1)) * 4096, 4096);
+  }
+  us = sum / n - xfer; /* the mean wait of a random read */
+  CHECK (us / xfer > expect * 0.99 && us / xfer < expect * 1.01,
+         "random reads wait %.1f block transfers, the estimate says %.1f", us / xfer, expect);
+  CHECK (expect > 560 && expect < 575, "a 4 KiB read on the default disk: %.1f", expect);
+  CHECK (close_to (hc_timing_request_blocks (&flash, 4096), 60 / (4096 / 500.0)), "flash: %f",
+         hc_timing_request_blocks (&flash, 4096));
+  CHECK (close_to (hc_timing_request_blocks (&disk, 8192) * 2, expect), "twice the block, half");
+  CHECK_EQ (hc_timing_request_blocks (&disk, 0), 0.0, "no block");
+  CHECK_EQ (hc_timing_request_blocks (NULL, 4096), 0.0, "no params");
+  bad = disk;
+  bad.rpm = 0;
+  CHECK_EQ (hc_timing_request_blocks (&bad, 4096), 0.0, "bad params");
+  hc_timing_model_free (m);
 }
 
 /* The timing decorator: the suite over a flash and a disk model stacked on

@@ -203,6 +203,14 @@ struct hc_timing_params {
  * flash device (!rotational). */
 void hc_timing_defaults (struct hc_timing_params *p, bool rotational);
 
+/* The mean time a read at a random place waits before its data moves, in
+ * transfers of `block` bytes: on a disk a seek over a random distance
+ * (E√d = 8/15 of the stroke's root for two uniform places) and half a
+ * revolution; on flash the page read latency.  What a miss that starts a
+ * request of its own costs beyond its block (the default disk, 4 KiB
+ * blocks: about 568).  Returns 0 if p is not valid or block is 0. */
+double hc_timing_request_blocks (const struct hc_timing_params *p, uint32_t block);
+
 /* A pure timing model (no data, no I/O), shared by the decorator and the
  * trace replayer. */
 typedef struct hc_timing_model hc_timing_model;

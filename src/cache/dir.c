@@ -73,6 +73,13 @@ hc_dir_copy (struct hc_directory *dst, const struct hc_directory *src)
 }
 
 void
+hc_dir_set_request_cost (struct hc_directory *d, uint32_t blocks)
+{
+  if (d->evidence)
+    hc_evidence_set_request_cost (d->evidence, blocks);
+}
+
+void
 hc_dir_set_effects (struct hc_directory *d, unsigned effects)
 {
   hc_evidence_free (d->evidence);

@@ -10,6 +10,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -162,6 +163,7 @@ open_volume (hc_tier *fast, hc_tier *slow, const struct hc_open_opts *o, bool an
   struct hc_open_opts def = { 0 };
   hc_volume *v;
   struct hc_super sb;
+  struct hc_timing_params disk;
   int rc;
 
   if (!o)
@@ -223,6 +225,8 @@ open_volume (hc_tier *fast, hc_tier *slow, const struct hc_open_opts *o, bool an
   }
   if ((rc = hc_dir_init (&v->dir, sb.nblocks, sb.policy, o->classes, true)) < 0)
     goto fail_early;
+  hc_timing_defaults (&disk, true); /* the slow tier is priced as a disk */
+  hc_dir_set_request_cost (&v->dir, (uint32_t) lround (hc_timing_request_blocks (&disk, sb.block_size)));
   if ((rc = hc_meta_load (v, why, whylen)) < 0)
     goto fail;
   if (!v->was_clean || v->replayed || v->tail_damaged || damaged) {

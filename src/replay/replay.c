@@ -976,6 +976,7 @@ build_grid (struct run *R)
                       (unsigned long long) blocks);
             return rc;
           }
+          hc_dir_set_request_cost (&s->dir, (uint32_t) lround (hc_timing_request_blocks (&hp, R->bs)));
         }
         s->strategy_index = s->row.strategy;
         if ((rc = hc_timing_model_new (&hp, R->k.max_end ? R->k.max_end : 1, &s->hdd)) < 0

@@ -80,6 +80,23 @@ check_params (const struct hc_timing_params *p)
   return 0;
 }
 
+double
+hc_timing_request_blocks (const struct hc_timing_params *p, uint32_t block)
+{
+  double wait_us, block_us;
+
+  if (check_params (p) < 0 || block == 0)
+    return 0;
+  if (p->rotational) {
+    wait_us = 1000 * (p->seek_min_ms + (p->seek_max_ms - p->seek_min_ms) * 8 / 15) + 30e6 / p->rpm;
+    block_us = block / p->disk_mb_s;
+  } else {
+    wait_us = p->read_us;
+    block_us = block / p->flash_mb_s;
+  }
+  return wait_us / block_us;
+}
+
 int
 hc_timing_model_new (const struct hc_timing_params *p, uint64_t capacity,
                      hc_timing_model **out)
