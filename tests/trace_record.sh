@@ -78,7 +78,7 @@ done
 debugfs -R "blocks /data/s.db" "$dev" 2>/dev/null | tr ' ' '\n' | grep -E '^[0-9]+$' > "$tmp/dbblocks"
 sqlite3 -readonly "$mnt/data/s.db" "SELECT d.pageno, d.pagetype, coalesce(s.type, d.name)
   FROM dbstat d LEFT JOIN sqlite_schema s ON s.name = d.name" > "$tmp/dbpages"
-for d in / /data/ /backup/; do
+for d in / /data/ /backup/ /lost+found/; do
   debugfs -R "blocks $d" "$dev" 2>/dev/null | tr ' ' '\n' | grep -E '^[0-9]+$' \
     | sed "s|\$| $d|" >> "$tmp/dirs"
 done
