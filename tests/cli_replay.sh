@@ -36,6 +36,30 @@ ha=$(echo "$out" | jq '[.[] | select(.policy=="hintaware") | (.hint_effects | ty
 [ "$(echo "$out" | jq '[.[] | select(.strategy=="oracle") | has("hint_effects")] | any')" = false ] \
   || fail "the oracle has no effects"
 
+# Second-touch promotion: blocks read once (every 4th read; random ones
+# beside them, so no sequential cutoff) are not written to flash, 16 hot
+# blocks are; the rows name the effect; a policy without it is refused.
+{
+  echo "ts_ns,op,offset_bytes,length_bytes,flags,ioprio_class,ioprio_hint,ioprio_level,comm,pid,label,object"
+  for i in $(seq 0 1999); do
+    echo "$((i * 4)),R,$(( (1000 + i * 7) * 4096 )),4096,R,be,0,4,cat,1,,"
+    for j in 1 2 3; do echo "$((i * 4 + j)),R,$(( ((i * 5 + j) % 16) * 4096 )),4096,R,be,0,4,cat,1,,"; done
+  done
+} > "$tmp/once.csv"
+expect_status 0 "$hc" replay "$tmp/once.csv" --cache 256 --strategy none --json
+always=$(echo "$out" | jq '.[0].flash_bytes_written')
+expect_status 0 "$hc" replay "$tmp/once.csv" --cache 256 --strategy none --json \
+  --promotion second-touch
+touch2=$(echo "$out" | jq '.[0].flash_bytes_written')
+[ "$touch2" -gt 0 ] && [ $((touch2 * 10)) -lt "$always" ] \
+  || fail "second touch writes $touch2 flash bytes, always $always: want under a tenth"
+[ "$(echo "$out" | jq -c '.[0].hint_effects | index("second-touch") != null')" = true ] \
+  || fail "second-touch not among the effects: $out"
+expect_status 1 "$hc" replay "$tmp/once.csv" --cache 256 --policy lru --promotion second-touch
+contains "$err" "no second-touch promotion" "lru refused"
+expect_status 2 "$hc" replay "$tmp/once.csv" --promotion sometimes
+contains "$err" "not always or second-touch" "bad value"
+
 # The table, a percentage size, and the same numbers from the gzip copy.
 expect_status 0 "$hc" replay "$data/sample.csv" --cache 50% --policy lru --strategy none
 contains "$out" "none     lru" "table row"

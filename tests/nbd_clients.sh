@@ -202,4 +202,25 @@ else
 fi
 stop_server a
 expect_status 0 "$hc" check "$fast"
+
+# ---- promotion=second-touch: a block read once is not cached. ------------
+if LD_PRELOAD=$san_preload ASAN_OPTIONS=detect_leaks=0 nbdkit -f -U "$tmp/p.sock" "$plugin" \
+     fast="$fast" promotion=sometimes 2>"$tmp/badpromo.log"; then
+  fail "promotion=sometimes was accepted"
+fi
+contains "$(cat "$tmp/badpromo.log")" "expected always or second-touch" "a bad promotion is refused"
+truncate -s 64M "$tmp/fast-promo.img"
+start_server p "$tmp/p.sock" fast="$tmp/fast-promo.img" slow="$slow" format=true mode=writeback \
+  promotion=second-touch
+nbdsh -u "$(uri "$tmp/p.sock")" -c '
+want = open("'"$slow"'", "rb").read(4096)
+for i in range(3):
+    assert h.pread(4096, 0) == want, "read %d" % i
+' || fail "second-touch reads"
+stop_server p
+expect_status 0 "$hc" stats "$tmp/fast-promo.img" --json
+[ "$(echo "$out" | jq .classes.unclassified.read.bypass.policy)" = 1 ] \
+  && [ "$(echo "$out" | jq .classes.unclassified.read.admissions)" = 1 ] \
+  && [ "$(echo "$out" | jq .classes.unclassified.read.hits)" = 1 ] \
+  || fail "second touch: the first read refused, the second admitted, the third a hit: $out"
 echo "nbd_clients: ok"

@@ -776,6 +776,51 @@ test_write_through_in_place_error (void)
  * a cache of its own (a file), the window is announced to the tier and the
  * stream keeps no copy of it; over one that does not (memory), the stream
  * keeps the window.  Either way every read returns the slow tier's data. */
+/* Second-touch promotion (hc_open_opts.second_touch): a block read once
+ * is served from the slow tier and not cached, read again it is admitted;
+ * random reads and writes of every size still read what was written; a
+ * policy without it refuses to open. */
+static void
+test_second_touch (void)
+{
+  static uint8_t got[8192];
+  struct hc_format_opts fo = { .mode = HC_MODE_WRITEBACK };
+  struct hc_open_opts oo = { .no_cleaner = true, .second_touch = true };
+  hc_tier *fast, *slow;
+  hc_volume *v = NULL;
+  struct hc_stats st;
+  char why[200];
+
+  hc_tier_new_memory (FAST, &fast);
+  hc_tier_new_memory (SLOW, &slow);
+  fill (model, SLOW, 77);
+  CHECK (hc_tier_write (slow, model, SLOW, 0, 0) == 0, "slow data");
+  CHECK (hc_volume_format (fast, slow, &fo, why, sizeof why) == 0, "format: %s", why);
+  CHECK (hc_volume_open (fast, slow, &oo, &v, why, sizeof why) == 0, "open: %s", why);
+  for (int i = 0; i < 3; i++) {
+    CHECK (hc_volume_read (v, got, 4096, 4096, NULL) == 0 && memcmp (got, model + 4096, 4096) == 0,
+           "read %d of block 1", i + 1);
+    hc_volume_stats (v, &st);
+    CHECK_EQ (st.cls[0].blocks, i == 0 ? 0 : 1, "after read %d: %llu cached", i + 1,
+              (unsigned long long) st.cls[0].blocks);
+  }
+  CHECK_EQ (st.cls[0].bypass[0][HC_BYPASS_POLICY], 1, "one refusal, the first read's");
+  CHECK_EQ (st.cls[0].hits[0], 1, "the third read hit");
+  CHECK (st.hint_effects & HC_FX_TOUCH, "second-touch is among the effects in force");
+  exercise (v, 4000, SLOW);
+  verify_all (v, SLOW, "second touch");
+  CHECK (hc_volume_close (v) == 0, "close");
+  hc_tier_close (fast);
+
+  hc_tier_new_memory (FAST, &fast);
+  fo.policy = "lru";
+  CHECK (hc_volume_format (fast, slow, &fo, why, sizeof why) == 0, "format: %s", why);
+  CHECK (hc_volume_open (fast, slow, &oo, &v, why, sizeof why) == -ENOTSUP
+         && strstr (why, "second-touch"), "lru refuses second touch: %s", why);
+  hc_tier_close (fast);
+  hc_tier_close (slow);
+}
+
 static void
 test_readahead (void)
 {
@@ -1331,6 +1376,7 @@ main (void)
   test_in_place ();
   test_write_through_unrecorded ();
   test_write_through_in_place_error ();
+  test_second_touch ();
   test_readahead ();
   test_readahead_beside_random ();
   test_no_memory_for_records ();

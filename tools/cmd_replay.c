@@ -206,7 +206,8 @@ write_report (const char *cmd, const char *path, const struct hc_replay_row *row
 }
 
 enum { O_CACHE = 400, O_STRATEGY, O_POLICY, O_FORMAT, O_STRICT, O_BLOCK, O_RULES, O_HTML,
-       O_CONFIG, O_SHOW_RULES, O_SCALE, O_SEED, O_QUIET, O_SAVE, O_TO, O_LAST };
+       O_CONFIG, O_SHOW_RULES, O_SCALE, O_SEED, O_QUIET, O_SAVE, O_TO, O_PROMOTION,
+       O_LAST };
 
 /* The options each command takes, as bits (1 << (O_x - O_CACHE), and
  * OPT_JSON for -j/--json); --help is everyone's.  An option of the shared
@@ -216,7 +217,7 @@ enum { O_CACHE = 400, O_STRATEGY, O_POLICY, O_FORMAT, O_STRICT, O_BLOCK, O_RULES
 #define REPLAY_OPTS                                                                            \
   (OPT_JSON | OPT (O_CACHE) | OPT (O_STRATEGY) | OPT (O_POLICY) | OPT (O_FORMAT) | OPT (O_STRICT)       \
    | OPT (O_BLOCK) | OPT (O_RULES) | OPT (O_HTML) | OPT (O_CONFIG) | OPT (O_SHOW_RULES)      \
-   | OPT (O_QUIET))
+   | OPT (O_QUIET) | OPT (O_PROMOTION))
 #define DEMO_OPTS (OPT_JSON | OPT (O_CACHE) | OPT (O_HTML) | OPT (O_SCALE) | OPT (O_SEED) | OPT (O_QUIET) \
                    | OPT (O_SAVE))
 #define STATS_OPTS (OPT_JSON | OPT (O_FORMAT) | OPT (O_STRICT))
@@ -240,13 +241,15 @@ static const struct option replay_opts[] = {
   { "quiet", no_argument, NULL, O_QUIET },
   { "save", required_argument, NULL, O_SAVE },
   { "to", required_argument, NULL, O_TO },
+  { "promotion", required_argument, NULL, O_PROMOTION },
   { NULL, 0, NULL, 0 },
 };
 
 static const char replay_usage[] =
   "Usage: hintcache replay TRACE [--cache SIZES] [--strategy LIST] [--policy LIST]\n"
   "                      [--format F] [--strict] [--block-size N] [--rules S=FILE]...\n"
-  "                      [--config FILE] [--json] [--html FILE] [--show-rules S]\n"
+  "                      [--config FILE] [--promotion P] [--json] [--html FILE]\n"
+  "                      [--show-rules S]\n"
   "\n"
   "Replays a block trace through hintcache's cache for every strategy × policy × size and\n"
   "prints misses, modeled read latency (disk behind flash) and flash bytes written.\n"
@@ -265,6 +268,8 @@ static const char replay_usage[] =
   "  --rules S=FILE     rules for strategy S (lines 'CONDITION && … -> HINT')\n"
   "  --show-rules S     print strategy S's built-in rules and exit\n"
   "  --config FILE      class attributes (as for hintcache hint classes --config)\n"
+  "  --promotion P      always (default) or second-touch: a read miss is admitted\n"
+  "                     only when read again soon (hintaware only; fewer flash writes)\n"
   "  --html FILE        write a report with plots\n"
   "  --json             one JSON array, one object per row\n";
 
@@ -274,7 +279,7 @@ struct replay_args {
   const char *config;
   struct hc_trace_opts topts;
   uint32_t block_size;
-  bool json, quiet;
+  bool json, quiet, second_touch;
   double scale;
   uint64_t seed;
   enum hc_trace_format to; /* trace convert's */
@@ -361,6 +366,11 @@ parse_replay (const char *cmd, const char *usage, unsigned takes, int argc, char
         return cli_usage (cmd, "--scale: '%s' is not a number above 0, at most 100", optarg);
       break;
     }
+    case O_PROMOTION:
+      if (strcmp (optarg, "always") && strcmp (optarg, "second-touch"))
+        return cli_usage (cmd, "--promotion: '%s' is not always or second-touch", optarg);
+      a->second_touch = optarg[0] == 's';
+      break;
     case O_SEED:
       if (hc_parse_size (optarg, &a->seed, NULL) < 0)
         return cli_usage (cmd, "--seed: '%s' is not a number (decimal or 0x hex)", optarg);
@@ -379,7 +389,7 @@ run_replay (const char *cmd, const char *trace, struct replay_args *a, const cha
   const char *sizes[16], *pols[16], *strat_names[HC_STRATEGY_COUNT];
   enum hc_strategy strats[HC_STRATEGY_COUNT];
   char sizes_buf[256], pol_buf[256], strat_buf[256];
-  struct hc_replay_config cfg = { .block_size = a->block_size };
+  struct hc_replay_config cfg = { .block_size = a->block_size, .second_touch = a->second_touch };
   hc_classes *classes = NULL;
   struct hc_replay_row *rows = NULL;
   size_t nrows = 0;

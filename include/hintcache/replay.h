@@ -114,6 +114,8 @@ struct hc_replay_config {
   /* Called now and then with the fraction done (may be NULL). */
   void (*progress) (void *arg, double fraction);
   void *progress_arg;
+  bool second_touch;                /* second-touch promotion (hc_open_opts);
+                                       -ENOTSUP for a policy without it */
 };
 
 /* One strategy × policy × size. */

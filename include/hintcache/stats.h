@@ -48,12 +48,17 @@ enum hc_effect {
                                  reads, a reclass to low priority: evicted next */
   HC_FX_REINSERT   = 1u << 5, /* a block hit in main goes round again (CLOCK, as
                                  S3-FIFO's main); off: evicted in turn (FIFO) */
+  HC_FX_TOUCH      = 1u << 6, /* second-touch promotion: a read miss is admitted
+                                 only when read again soon (an administrator's
+                                 choice, never the evidence's) */
 };
-#define HC_FX_KNOBS 6
-#define HC_FX_ALL ((1u << HC_FX_KNOBS) - 1)
+#define HC_FX_KNOBS 7
+/* The effects hints and evidence govern (all but second touch). */
+#define HC_FX_ALL (HC_FX_TOUCH - 1)
 
 /* Returns the name of effect bit number `i` ("cutoff", "probation",
- * "admission", "placement", "demotion", "reinsertion"), or NULL. */
+ * "admission", "placement", "demotion", "reinsertion", "second-touch"),
+ * or NULL. */
 const char *hc_effect_name (unsigned i);
 
 /* Operations, as indices of the per-operation counters. */

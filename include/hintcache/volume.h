@@ -109,6 +109,11 @@ struct hc_open_opts {
   uint64_t seq_cutoff;      /* bytes of a sequential run before bypass; default 4 MiB,
                                UINT64_MAX for none */
   struct hc_hint device_hint; /* the device default layer */
+  bool second_touch;        /* second-touch promotion: a read miss is admitted
+                               only if read again while the policy's ghost
+                               remembers it, for fewer flash writes at the cost
+                               of a miss per block read twice; hintaware only
+                               (-ENOTSUP for other policies) */
 };
 
 /* Opens a formatted volume, replaying its journal.  Fails, changing

@@ -3,7 +3,7 @@
  *   nbdkit hintcache fast=FAST [slow=SLOW] [mode=M] [format=true|force|discard]
  *                    [policy=P] [block-size=N] [control=SOCKET] [classes=FILE]
  *                    [seq-cutoff=SIZE] [direct=true] [slow-timeout=SECONDS]
- *                    [checksums=true] [trace=FILE]
+ *                    [checksums=true] [trace=FILE] [promotion=second-touch]
  *
  * The volume's two tiers are FAST (a file or block device: the flash) and
  * SLOW (a file, a block device, or an NBD URI such as
@@ -77,6 +77,7 @@ static struct {
   enum hc_mode mode;
   uint32_t block_size;
   uint64_t seq_cutoff;
+  bool second_touch;
   unsigned slow_timeout;  /* seconds, for an NBD slow tier; 0: the tier's default */
 } cfg;
 
@@ -217,6 +218,14 @@ hc_config (const char *key, const char *value)
       cfg.seq_cutoff = n ? (uint64_t) n : UINT64_MAX;
     return 0;
   }
+  if (strcmp (key, "promotion") == 0) {
+    if (strcmp (value, "always") && strcmp (value, "second-touch")) {
+      nbdkit_error ("promotion=%s: expected always or second-touch", value);
+      return -1;
+    }
+    cfg.second_touch = value[0] == 's';
+    return 0;
+  }
   if (strcmp (key, "slow-timeout") == 0) {
     unsigned t;
     if (nbdkit_parse_unsigned ("slow-timeout", value, &t) < 0 || t == 0 || t > 86400) {
@@ -258,6 +267,8 @@ hc_config_complete (void)
   "classes=FILE        class attributes (CLASS.ATTRIBUTE = VALUE lines)\n"              \
   "trace=FILE          record every request served, as labeled CSV (.gz: compressed)\n" \
   "seq-cutoff=SIZE     sequential run length before bypass (default 4M, 0 = never)\n"   \
+  "promotion=P         always (default) or second-touch: a read miss is admitted only\n" \
+  "                    when read again soon (fewer flash writes; policy hintaware)\n"   \
   "slow-timeout=SECONDS  an NBD slow tier's deadline per request (default 30)\n"        \
   "direct=true         open the fast tier with O_DIRECT\n"                              \
   "Export names are hints for every request of a connection: a class\n"                \
@@ -352,7 +363,8 @@ hc_get_ready (void)
 static int
 hc_after_fork (void)
 {
-  struct hc_open_opts oo = { .classes = classes, .seq_cutoff = cfg.seq_cutoff };
+  struct hc_open_opts oo = { .classes = classes, .seq_cutoff = cfg.seq_cutoff,
+                             .second_touch = cfg.second_touch };
   char why[256];
   int rc;
 

@@ -84,7 +84,18 @@ hc_dir_set_effects (struct hc_directory *d, unsigned effects)
 {
   hc_evidence_free (d->evidence);
   d->evidence = NULL;
-  d->policy.effects = effects & HC_FX_ALL;
+  d->policy.effects = (effects & HC_FX_ALL) | (d->policy.effects & HC_FX_TOUCH);
+}
+
+int
+hc_dir_set_second_touch (struct hc_directory *d, bool on)
+{
+  if (!d->policy.ops->second_touch)
+    return -ENOTSUP;
+  if (d->evidence)
+    hc_evidence_force (d->evidence, HC_FX_TOUCH, on);
+  d->policy.effects = on ? d->policy.effects | HC_FX_TOUCH : d->policy.effects & ~HC_FX_TOUCH;
+  return 0;
 }
 
 uint64_t

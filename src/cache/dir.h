@@ -68,7 +68,8 @@ int hc_dir_init_fixed (struct hc_directory *d, uint32_t n, unsigned policy_id,
                        const hc_classes *classes, unsigned effects);
 
 /* Makes dst, a directory without evidence of the same size and policy as
- * src, a copy of src's map, policy state and counts (not its effects). */
+ * src, a copy of src's map, policy state and counts (not its effects).
+ * Only a policy that weighs evidence can be copied (hc_policy_ops.copy). */
 void hc_dir_copy (struct hc_directory *dst, const struct hc_directory *src);
 
 /* Prices the hint families' evidence by the slow tier's timing: a read
@@ -77,8 +78,17 @@ void hc_dir_copy (struct hc_directory *dst, const struct hc_directory *src);
  * directory without evidence. */
 void hc_dir_set_request_cost (struct hc_directory *d, uint32_t blocks);
 
-/* Fixes the effects in force from now on and stops gathering evidence. */
+/* Fixes the effects in force from now on and stops gathering evidence
+ * (second touch stays as it was). */
 void hc_dir_set_effects (struct hc_directory *d, unsigned effects);
+
+/* Turns second-touch promotion (HC_FX_TOUCH) on or off: a read miss is
+ * admitted only if the policy's ghost remembers an earlier miss of the
+ * block, which trades misses for fewer flash writes.  The miniatures run
+ * it too, so the evidence weighs the other effects for the cache as it
+ * runs.  Returns 0, or -ENOTSUP for a policy without it (all but
+ * hintaware). */
+int hc_dir_set_second_touch (struct hc_directory *d, bool on);
 
 /* The effects in force, and how many times evidence changed them. */
 static inline unsigned
@@ -193,6 +203,10 @@ int hc_evidence_new (uint32_t n, unsigned policy_id, const hc_classes *classes, 
 
 /* Frees them (NULL is allowed). */
 void hc_evidence_free (struct hc_evidence *e);
+
+/* Turns effect bits that no family weighs (HC_FX_TOUCH) on or off in the
+ * effects in force and in every miniature. */
+void hc_evidence_force (struct hc_evidence *e, unsigned bits, bool on);
 
 /* Bytes of RAM they use. */
 size_t hc_evidence_bytes (const struct hc_evidence *e);

@@ -364,6 +364,13 @@ hc_evidence_observe (struct hc_evidence *e, const struct hc_access *a)
 }
 
 void
+hc_evidence_force (struct hc_evidence *e, unsigned bits, bool on)
+{
+  e->effects = on ? e->effects | bits : e->effects & ~bits;
+  assign (e);
+}
+
+void
 hc_evidence_set_request_cost (struct hc_evidence *e, uint32_t blocks)
 {
   e->request = blocks < 1 ? 1 : blocks > EV_REQUEST_MAX ? EV_REQUEST_MAX : (int32_t) blocks;

@@ -26,7 +26,17 @@
  *   what is admitted       a miss on a stream past the sequential cutoff is
  *                          not admitted, unless protected as above (a hint
  *                          that the data is valuable outweighs the guess
- *                          that a stream is not); the cache directory
+ *                          that a stream is not); with second-touch
+ *                          promotion, which only an administrator turns on
+ *                          (HC_FX_TOUCH, as Open CAS's nhit promotion with
+ *                          N = 2, or LARC: Huang et al., "Improving Flash-
+ *                          Based Disk Cache with Lazy Adaptive Replacement",
+ *                          ACM TOS 2016), a read miss of a block the ghost
+ *                          does not know is not admitted but remembered, so
+ *                          that flash is written for blocks read twice
+ *                          within the ghost's reach (about the main FIFO's
+ *                          size), not for every block read once; the cache
+ *                          directory
  *                          already refused what the class's admission
  *                          rules, the advice and the class's maximum share
  *                          forbid.
@@ -87,8 +97,20 @@ static bool is_protected (const struct hc_policy *p, const struct hc_access *a);
 static bool
 ha_admit (struct hc_policy *p, const struct hc_access *a, enum hc_bypass *why)
 {
-  if (a->seq && (p->effects & HC_FX_SEQ_CUTOFF) && !is_protected (p, a)) {
+  struct hc_s3 *s = p->state;
+
+  if (is_protected (p, a))
+    return true;
+  if (a->seq && (p->effects & HC_FX_SEQ_CUTOFF)) {
     *why = HC_BYPASS_SEQUENTIAL;
+    return false;
+  }
+  /* Second touch: a read of a block the ghost does not know is served
+   * from the slow tier and remembered; read again while the ghost still
+   * knows it, it is admitted (and, being in the ghost, enters main). */
+  if ((p->effects & HC_FX_TOUCH) && !a->write && !hc_ghost_contains (&s->ghost, a->origin)) {
+    hc_ghost_insert (&s->ghost, a->origin);
+    *why = HC_BYPASS_POLICY;
     return false;
   }
   return true;
@@ -150,6 +172,7 @@ const struct hc_policy_ops hc_policy_hintaware = {
   .title = "S3-FIFO that weighs class priority and advice by evidence (default)",
   .reads_seq = true,
   .weighs_evidence = true,
+  .second_touch = true,
   .init = ha_init,
   .fini = hc_s3_fini,
   .admit = ha_admit,

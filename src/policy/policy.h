@@ -81,6 +81,9 @@ struct hc_policy_ops {
   /* The policy reads hc_policy.effects, so the directory may weigh each
    * effect by evidence; for others every effect stays in force. */
   bool weighs_evidence;
+  /* The policy's admit honours HC_FX_TOUCH (second-touch promotion), which
+   * only an administrator turns on (hc_dir_set_second_touch). */
+  bool second_touch;
   /* Allocates the policy's state for p->map.  Returns 0 or -ENOMEM. */
   int (*init) (struct hc_policy *p);
   void (*fini) (struct hc_policy *p);

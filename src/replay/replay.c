@@ -977,6 +977,11 @@ build_grid (struct run *R)
             return rc;
           }
           hc_dir_set_request_cost (&s->dir, (uint32_t) lround (hc_timing_request_blocks (&hp, R->bs)));
+          if (cfg->second_touch && (rc = hc_dir_set_second_touch (&s->dir, true)) < 0) {
+            snprintf (R->why, R->whylen, "policy %s has no second-touch promotion (hintaware has)",
+                      s->row.policy);
+            return rc;
+          }
         }
         s->strategy_index = s->row.strategy;
         if ((rc = hc_timing_model_new (&hp, R->k.max_end ? R->k.max_end : 1, &s->hdd)) < 0
