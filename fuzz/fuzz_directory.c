@@ -10,7 +10,8 @@
  * four bytes each (what, which block, a class or advice, a mask of blocks
  * the operation's `ok` test calls busy).  Origins are drawn from a range
  * of four times the cache, so that hits, evictions and re-admissions are
- * common.
+ * common.  Second touch may be turned on and off between operations, as
+ * a flash budget does.
  *
  * The model beside it knows only what a caller may rely on: which origins
  * hold data newer than the slow tier (written into the cache and not yet
@@ -42,7 +43,7 @@
 
 enum op {
   OP_READ, OP_WRITE, OP_INVALIDATE, OP_CLEAN, OP_RECLASS, OP_DEMOTE, OP_PROTECT, OP_EVICT,
-  OP_RELOCATE, OP_RELEASE, OP_COPY, OP_EFFECTS, OP_COUNT
+  OP_RELOCATE, OP_RELEASE, OP_COPY, OP_EFFECTS, OP_TOUCH, OP_COUNT
 };
 
 struct ctx {
@@ -233,7 +234,7 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
     uint32_t c = hc_dir_find (&x.d, o), ev;
     static const char *const names[OP_COUNT] = {
       "read", "write", "invalidate", "clean", "reclass", "demote", "protect", "evict",
-      "relocate", "release", "copy", "effects",
+      "relocate", "release", "copy", "effects", "touch",
     };
 
     x.busy = fuzz_take (&in, 1) * UINT64_C (0x0101010101010101) >> (arg & 7);
@@ -298,6 +299,12 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
     case OP_EFFECTS: /* an administrator fixes the effects */
       if ((arg & 0xf0) == 0xf0)
         hc_dir_set_effects (&x.d, (unsigned) o & HC_FX_ALL);
+      break;
+    case OP_TOUCH: /* a flash budget spent or filled again */
+      rc = hc_dir_set_second_touch (&x.d, arg & 1);
+      FUZZ_CHECK (rc == 0 || (rc == -ENOTSUP && !x.d.policy.ops->second_touch), "touch: %d", rc);
+      if (rc == 0)
+        x.touch = arg & 1;
       break;
     }
     check (&x, names[what % OP_COUNT]);

@@ -59,6 +59,18 @@ expect_status 1 "$hc" replay "$tmp/once.csv" --cache 256 --policy lru --promotio
 contains "$err" "no second-touch promotion" "lru refused"
 expect_status 2 "$hc" replay "$tmp/once.csv" --promotion sometimes
 contains "$err" "not always or second-touch" "bad value"
+# A flash budget: the trace lasts 8 µs, so the bucket (a minute of the
+# budget: 100 blocks of 4 KiB at 589,824,000 bytes a day) is spent at
+# once, and then the cache writes what second touch writes, no more.
+expect_status 0 "$hc" replay "$tmp/once.csv" --cache 256 --strategy none --json \
+  --flash-budget 589824000
+budget=$(echo "$out" | jq '.[0].flash_bytes_written')
+[ "$budget" -ge $((100 * 4096)) ] && [ "$budget" -le $((100 * 4096 + touch2)) ] \
+  || fail "a budget of 100 blocks wrote $budget bytes (second touch alone: $touch2)"
+[ "$(echo "$out" | jq -c '.[0].hint_effects | index("second-touch") != null')" = true ] \
+  || fail "the spent budget turned second touch on: $out"
+expect_status 2 "$hc" replay "$tmp/once.csv" --flash-budget 0
+contains "$err" "not a size above 0" "a zero budget"
 
 # The table, a percentage size, and the same numbers from the gzip copy.
 expect_status 0 "$hc" replay "$data/sample.csv" --cache 50% --policy lru --strategy none

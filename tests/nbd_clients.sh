@@ -209,6 +209,11 @@ if LD_PRELOAD=$san_preload ASAN_OPTIONS=detect_leaks=0 nbdkit -f -U "$tmp/p.sock
   fail "promotion=sometimes was accepted"
 fi
 contains "$(cat "$tmp/badpromo.log")" "expected always or second-touch" "a bad promotion is refused"
+if LD_PRELOAD=$san_preload ASAN_OPTIONS=detect_leaks=0 nbdkit -f -U "$tmp/p.sock" "$plugin" \
+     fast="$fast" flash-budget=0 2>"$tmp/badpromo.log"; then
+  fail "flash-budget=0 was accepted"
+fi
+contains "$(cat "$tmp/badpromo.log")" "bytes per day, above 0" "a zero budget is refused"
 truncate -s 64M "$tmp/fast-promo.img"
 start_server p "$tmp/p.sock" fast="$tmp/fast-promo.img" slow="$slow" format=true mode=writeback \
   promotion=second-touch

@@ -331,6 +331,8 @@ static struct {
   uint64_t corruptions, corrupt_reads; /* silent corruptions injected; reads failed for them */
   uint64_t beside; /* write-through batches whose slow writes ran on the slow writer */
   uint64_t touch_seeds; /* seeds whose volume promotes on the second touch */
+  uint64_t budget_seeds; /* seeds whose volume has a flash budget */
+  uint64_t budget_engaged; /* times a budget turned second touch on */
   bool corrupted; /* this seed's fast tier has had silent corruption */
 } M;
 
@@ -951,12 +953,18 @@ run_seed (uint64_t seed, unsigned phases, unsigned nclients)
                                .checksums = below (&rng, 2) };
   if (hc_volume_format (R.fast, R.slow, &fo, why, sizeof why) < 0)
     fail_now ("format: %s", why);
-  /* Second-touch promotion for one hintaware volume in two (by the seed,
-   * as the forced ways above, so that the draws stay as they were). */
+  /* Second-touch promotion for one hintaware volume in four, and a flash
+   * budget of 64 blocks a minute (so that it runs out and fills again,
+   * turning second touch on and off) for another (by the seed, as the
+   * forced ways above, so that the draws stay as they were). */
+  bool ha = fo.policy[0] == 'h';
   struct hc_open_opts oo = { .dirty_high = 10 + (unsigned) below (&rng, 80),
                              .seq_cutoff = below (&rng, 2) ? 64 * 1024 : 0,
-                             .second_touch = fo.policy[0] == 'h' && current_seed / 27 % 2 };
+                             .second_touch = ha && current_seed / 27 % 4 == 1,
+                             .flash_budget = ha && current_seed / 27 % 4 == 2
+                                             ? UINT64_C (1440) * 64 * BS : 0 };
   M.touch_seeds += oo.second_touch;
+  M.budget_seeds += oo.flash_budget != 0;
   rig_open (&oo);
 
   for (unsigned ph = 0; ph < phases; ph++) {
@@ -992,6 +1000,8 @@ run_seed (uint64_t seed, unsigned phases, unsigned nclients)
     hc_lock (&R.v->lock);
     M.beside += R.v->writer_jobs;
     R.v->writer_jobs = 0;
+    M.budget_engaged += R.v->budget.engaged;
+    R.v->budget.engaged = 0;
     pthread_mutex_unlock (&R.v->lock);
     if (hc_power_is_cut (R.pw) || cut) {
       /* The power goes (now, if it has not yet): then recovery, maybe cut
@@ -1133,9 +1143,10 @@ main (int argc, char **argv)
           " reads checked), %" PRIu64 " scheduling steps, %" PRIu64 " power cuts (%" PRIu64
           " recoveries cut short), %" PRIu64 " reopens, %" PRIu64 " faults injected, %" PRIu64
           " silent corruptions (%" PRIu64 " reads refused for them), %" PRIu64
-          " batches written through beside, %" PRIu64 " seeds promoting on the second touch,"
-          " 0 violations\n", done,
+          " batches written through beside, %" PRIu64 " seeds promoting on the second touch, %"
+          PRIu64 " with a flash budget (spent %" PRIu64 " times), 0 violations\n", done,
           M.phases, M.ops, M.reads_checked, S.steps, M.cuts, M.recovery_cuts, M.reopens, M.faults,
-          M.corruptions, M.corrupt_reads, M.beside, M.touch_seeds);
+          M.corruptions, M.corrupt_reads, M.beside, M.touch_seeds, M.budget_seeds,
+          M.budget_engaged);
   return 0;
 }

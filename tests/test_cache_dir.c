@@ -7,6 +7,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "cache/budget.h"
 #include "cache/dir.h"
 #include "cache/seq.h"
 #include "test.h"
@@ -1107,12 +1108,47 @@ test_second_touch (void)
   hc_dir_fini (&d);
 }
 
+/* The flash write budget's bucket: a minute of the budget, second touch on
+ * when it is empty, off at half full, a debt of at most a bucket. */
+static void
+test_budget (void)
+{
+  struct hc_budget b;
+  const uint64_t s = 1000000000u, rate = 1000000; /* 1 MB/s */
+
+  hc_budget_init (&b, 0);
+  CHECK (!hc_budget_update (&b, 0, 0) && !hc_budget_update (&b, 10 * s, UINT64_C (1) << 50),
+         "no budget: never on");
+
+  hc_budget_init (&b, rate * 86400);
+  CHECK_EQ (b.cap, 60 * rate, "a minute of the budget");
+  CHECK (!hc_budget_update (&b, 0, 0), "starts off");
+  /* (Time spent full adds nothing: the bucket was full when it began.) */
+  CHECK (!hc_budget_update (&b, 1 * s, 50 * rate), "50 s of budget written in 1 s: 10 s left");
+  CHECK_EQ (b.tokens, (int64_t) (10 * rate), "tokens: %lld", (long long) b.tokens);
+  CHECK (hc_budget_update (&b, 2 * s, 70 * rate), "20 more: empty, on");
+  CHECK_EQ (b.engaged, 1, "engaged once");
+  CHECK (hc_budget_update (&b, 3 * s, 70 * rate), "still in debt");
+  CHECK (hc_budget_update (&b, 40 * s, 70 * rate), "just under half full: on");
+  CHECK (!hc_budget_update (&b, 41 * s, 70 * rate), "half full again: off");
+  CHECK_EQ (b.tokens, (int64_t) (30 * rate), "tokens: %lld", (long long) b.tokens);
+  CHECK (hc_budget_update (&b, 41 * s, 70 * rate + (UINT64_C (1) << 50)), "a huge write: on");
+  CHECK_EQ (b.tokens, -(int64_t) (60 * rate), "a debt of a bucket at most");
+  CHECK (hc_budget_update (&b, 130 * s, 70 * rate + (UINT64_C (1) << 50)), "89 s later: on");
+  CHECK (!hc_budget_update (&b, 131 * s, 70 * rate + (UINT64_C (1) << 50)), "90 s: off");
+  CHECK_EQ (b.engaged, 2, "engaged twice");
+  CHECK (!hc_budget_update (&b, UINT64_MAX, 70 * rate + (UINT64_C (1) << 50)), "ages later: full");
+  CHECK_EQ (b.tokens, b.cap, "full, not overflowed: %lld", (long long) b.tokens);
+  CHECK (!hc_budget_update (&b, 0, 0), "time and bytes going back change nothing");
+}
+
 int
 main (void)
 {
   test_seq_runs ();
   test_ghost ();
   test_second_touch ();
+  test_budget ();
   test_lru_exact ();
   test_scan_resistance ();
   test_admission ();

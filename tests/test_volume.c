@@ -779,7 +779,8 @@ test_write_through_in_place_error (void)
 /* Second-touch promotion (hc_open_opts.second_touch): a block read once
  * is served from the slow tier and not cached, read again it is admitted;
  * random reads and writes of every size still read what was written; a
- * policy without it refuses to open. */
+ * flash budget turns it on when spent; a policy without it refuses to
+ * open with either. */
 static void
 test_second_touch (void)
 {
@@ -812,11 +813,33 @@ test_second_touch (void)
   CHECK (hc_volume_close (v) == 0, "close");
   hc_tier_close (fast);
 
+  /* A budget of a byte a day: the first fill empties it, and from the
+   * next request on, reads are promoted on the second touch. */
+  hc_tier_new_memory (FAST, &fast);
+  fill (model, SLOW, 78); /* (the write-back volume above kept its dirty blocks) */
+  CHECK (hc_tier_write (slow, model, SLOW, 0, 0) == 0, "slow data");
+  CHECK (hc_volume_format (fast, slow, &fo, why, sizeof why) == 0, "format: %s", why);
+  struct hc_open_opts bo = { .no_cleaner = true, .flash_budget = 1 };
+  CHECK (hc_volume_open (fast, slow, &bo, &v, why, sizeof why) == 0, "open: %s", why);
+  hc_volume_stats (v, &st);
+  CHECK (!(st.hint_effects & HC_FX_TOUCH), "a budget starts with promotion on the first touch");
+  for (uint64_t b = 10; b < 14; b++)
+    CHECK (hc_volume_read (v, got, 4096, b * 4096, NULL) == 0
+           && memcmp (got, model + b * 4096, 4096) == 0, "read block %llu", (unsigned long long) b);
+  hc_volume_stats (v, &st);
+  CHECK_EQ (st.cls[0].blocks, 1, "only the first read was admitted: %llu cached",
+            (unsigned long long) st.cls[0].blocks);
+  CHECK_EQ (st.cls[0].bypass[0][HC_BYPASS_POLICY], 3, "the other three refused");
+  CHECK (st.hint_effects & HC_FX_TOUCH, "the budget turned second touch on");
+  CHECK (hc_volume_close (v) == 0, "close");
+  hc_tier_close (fast);
+
   hc_tier_new_memory (FAST, &fast);
   fo.policy = "lru";
   CHECK (hc_volume_format (fast, slow, &fo, why, sizeof why) == 0, "format: %s", why);
   CHECK (hc_volume_open (fast, slow, &oo, &v, why, sizeof why) == -ENOTSUP
          && strstr (why, "second-touch"), "lru refuses second touch: %s", why);
+  CHECK (hc_volume_open (fast, slow, &bo, &v, why, sizeof why) == -ENOTSUP, "and a budget");
   hc_tier_close (fast);
   hc_tier_close (slow);
 }

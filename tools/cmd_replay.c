@@ -206,7 +206,7 @@ write_report (const char *cmd, const char *path, const struct hc_replay_row *row
 }
 
 enum { O_CACHE = 400, O_STRATEGY, O_POLICY, O_FORMAT, O_STRICT, O_BLOCK, O_RULES, O_HTML,
-       O_CONFIG, O_SHOW_RULES, O_SCALE, O_SEED, O_QUIET, O_SAVE, O_TO, O_PROMOTION,
+       O_CONFIG, O_SHOW_RULES, O_SCALE, O_SEED, O_QUIET, O_SAVE, O_TO, O_PROMOTION, O_BUDGET,
        O_LAST };
 
 /* The options each command takes, as bits (1 << (O_x - O_CACHE), and
@@ -217,7 +217,7 @@ enum { O_CACHE = 400, O_STRATEGY, O_POLICY, O_FORMAT, O_STRICT, O_BLOCK, O_RULES
 #define REPLAY_OPTS                                                                            \
   (OPT_JSON | OPT (O_CACHE) | OPT (O_STRATEGY) | OPT (O_POLICY) | OPT (O_FORMAT) | OPT (O_STRICT)       \
    | OPT (O_BLOCK) | OPT (O_RULES) | OPT (O_HTML) | OPT (O_CONFIG) | OPT (O_SHOW_RULES)      \
-   | OPT (O_QUIET) | OPT (O_PROMOTION))
+   | OPT (O_QUIET) | OPT (O_PROMOTION) | OPT (O_BUDGET))
 #define DEMO_OPTS (OPT_JSON | OPT (O_CACHE) | OPT (O_HTML) | OPT (O_SCALE) | OPT (O_SEED) | OPT (O_QUIET) \
                    | OPT (O_SAVE))
 #define STATS_OPTS (OPT_JSON | OPT (O_FORMAT) | OPT (O_STRICT))
@@ -242,14 +242,15 @@ static const struct option replay_opts[] = {
   { "save", required_argument, NULL, O_SAVE },
   { "to", required_argument, NULL, O_TO },
   { "promotion", required_argument, NULL, O_PROMOTION },
+  { "flash-budget", required_argument, NULL, O_BUDGET },
   { NULL, 0, NULL, 0 },
 };
 
 static const char replay_usage[] =
   "Usage: hintcache replay TRACE [--cache SIZES] [--strategy LIST] [--policy LIST]\n"
   "                      [--format F] [--strict] [--block-size N] [--rules S=FILE]...\n"
-  "                      [--config FILE] [--promotion P] [--json] [--html FILE]\n"
-  "                      [--show-rules S]\n"
+  "                      [--config FILE] [--promotion P] [--flash-budget SIZE]\n"
+  "                      [--json] [--html FILE] [--show-rules S]\n"
   "\n"
   "Replays a block trace through hintcache's cache for every strategy × policy × size and\n"
   "prints misses, modeled read latency (disk behind flash) and flash bytes written.\n"
@@ -270,6 +271,8 @@ static const char replay_usage[] =
   "  --config FILE      class attributes (as for hintcache hint classes --config)\n"
   "  --promotion P      always (default) or second-touch: a read miss is admitted\n"
   "                     only when read again soon (hintaware only; fewer flash writes)\n"
+  "  --flash-budget SIZE flash bytes per day of the trace's time: second touch while\n"
+  "                     the cache writes faster (hintaware only; writes not held back)\n"
   "  --html FILE        write a report with plots\n"
   "  --json             one JSON array, one object per row\n";
 
@@ -280,6 +283,7 @@ struct replay_args {
   struct hc_trace_opts topts;
   uint32_t block_size;
   bool json, quiet, second_touch;
+  uint64_t flash_budget;
   double scale;
   uint64_t seed;
   enum hc_trace_format to; /* trace convert's */
@@ -371,6 +375,11 @@ parse_replay (const char *cmd, const char *usage, unsigned takes, int argc, char
         return cli_usage (cmd, "--promotion: '%s' is not always or second-touch", optarg);
       a->second_touch = optarg[0] == 's';
       break;
+    case O_BUDGET:
+      if (hc_parse_size (optarg, &a->flash_budget, NULL) < 0 || !a->flash_budget)
+        return cli_usage (cmd, "--flash-budget: '%s' is not a size above 0 (bytes per day, "
+                          "e.g. 500G)", optarg);
+      break;
     case O_SEED:
       if (hc_parse_size (optarg, &a->seed, NULL) < 0)
         return cli_usage (cmd, "--seed: '%s' is not a number (decimal or 0x hex)", optarg);
@@ -389,7 +398,8 @@ run_replay (const char *cmd, const char *trace, struct replay_args *a, const cha
   const char *sizes[16], *pols[16], *strat_names[HC_STRATEGY_COUNT];
   enum hc_strategy strats[HC_STRATEGY_COUNT];
   char sizes_buf[256], pol_buf[256], strat_buf[256];
-  struct hc_replay_config cfg = { .block_size = a->block_size, .second_touch = a->second_touch };
+  struct hc_replay_config cfg = { .block_size = a->block_size, .second_touch = a->second_touch,
+                                   .flash_budget = a->flash_budget };
   hc_classes *classes = NULL;
   struct hc_replay_row *rows = NULL;
   size_t nrows = 0;

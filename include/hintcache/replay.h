@@ -116,6 +116,8 @@ struct hc_replay_config {
   void *progress_arg;
   bool second_touch;                /* second-touch promotion (hc_open_opts);
                                        -ENOTSUP for a policy without it */
+  uint64_t flash_budget;            /* flash bytes per day of the trace's time
+                                       (hc_open_opts); 0: none */
 };
 
 /* One strategy × policy × size. */

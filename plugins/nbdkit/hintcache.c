@@ -4,6 +4,7 @@
  *                    [policy=P] [block-size=N] [control=SOCKET] [classes=FILE]
  *                    [seq-cutoff=SIZE] [direct=true] [slow-timeout=SECONDS]
  *                    [checksums=true] [trace=FILE] [promotion=second-touch]
+ *                    [flash-budget=SIZE]
  *
  * The volume's two tiers are FAST (a file or block device: the flash) and
  * SLOW (a file, a block device, or an NBD URI such as
@@ -78,6 +79,7 @@ static struct {
   uint32_t block_size;
   uint64_t seq_cutoff;
   bool second_touch;
+  uint64_t flash_budget;
   unsigned slow_timeout;  /* seconds, for an NBD slow tier; 0: the tier's default */
 } cfg;
 
@@ -226,6 +228,16 @@ hc_config (const char *key, const char *value)
     cfg.second_touch = value[0] == 's';
     return 0;
   }
+  if (strcmp (key, "flash-budget") == 0) {
+    int64_t n = nbdkit_parse_size (value);
+    if (n <= 0) {
+      if (n == 0)
+        nbdkit_error ("flash-budget=%s: bytes per day, above 0", value);
+      return -1;
+    }
+    cfg.flash_budget = (uint64_t) n;
+    return 0;
+  }
   if (strcmp (key, "slow-timeout") == 0) {
     unsigned t;
     if (nbdkit_parse_unsigned ("slow-timeout", value, &t) < 0 || t == 0 || t > 86400) {
@@ -269,6 +281,8 @@ hc_config_complete (void)
   "seq-cutoff=SIZE     sequential run length before bypass (default 4M, 0 = never)\n"   \
   "promotion=P         always (default) or second-touch: a read miss is admitted only\n" \
   "                    when read again soon (fewer flash writes; policy hintaware)\n"   \
+  "flash-budget=SIZE   flash bytes per day: second touch while the cache writes\n"      \
+  "                    faster (writes are not held back; policy hintaware)\n"          \
   "slow-timeout=SECONDS  an NBD slow tier's deadline per request (default 30)\n"        \
   "direct=true         open the fast tier with O_DIRECT\n"                              \
   "Export names are hints for every request of a connection: a class\n"                \
@@ -364,7 +378,8 @@ static int
 hc_after_fork (void)
 {
   struct hc_open_opts oo = { .classes = classes, .seq_cutoff = cfg.seq_cutoff,
-                             .second_touch = cfg.second_touch };
+                             .second_touch = cfg.second_touch,
+                             .flash_budget = cfg.flash_budget };
   char why[256];
   int rc;
 

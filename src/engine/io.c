@@ -215,6 +215,14 @@ hc_vol_req_start (hc_volume *v, struct req *r)
                && hc_seq_update (&v->seq, &r->ctx->stream->seq, r->off, r->len, v->opts.seq_cutoff);
   r->seq = hc_seq_update (&v->seq, NULL, r->off, r->len, v->opts.seq_cutoff) || r->seq_own;
   v->last_io_ns = hc_now_ns ();
+  if (v->budget.per_day && !v->opts.second_touch) {
+    uint64_t flash = 0;
+    for (unsigned c = 0; c < HC_CLASS_COUNT; c++)
+      flash += v->dir.stats.cls[c].flash_bytes_written;
+    bool on = hc_budget_update (&v->budget, v->last_io_ns, flash);
+    if (on != !!(hc_dir_effects (&v->dir) & HC_FX_TOUCH))
+      hc_dir_set_second_touch (&v->dir, on);
+  }
   r->started = true;
 }
 

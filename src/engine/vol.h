@@ -59,6 +59,7 @@
 #include <stdint.h>
 
 #include "hintcache/volume.h"
+#include "../cache/budget.h"
 #include "../cache/dir.h"
 #include "../cache/seq.h"
 #include "format.h"
@@ -158,6 +159,7 @@ struct hc_volume {
 
   pthread_mutex_t lock;
   struct hc_directory dir;
+  struct hc_budget budget;     /* opts.flash_budget's bucket (under the lock) */
   _Atomic uint8_t *pins;       /* threads using each block (one each; see the lock order) */
   _Atomic unsigned inside;     /* threads in calls that may pin (hc_vol_enter) */
   enum hc_mode mode;

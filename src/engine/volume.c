@@ -227,7 +227,8 @@ open_volume (hc_tier *fast, hc_tier *slow, const struct hc_open_opts *o, bool an
     goto fail_early;
   hc_timing_defaults (&disk, true); /* the slow tier is priced as a disk */
   hc_dir_set_request_cost (&v->dir, (uint32_t) lround (hc_timing_request_blocks (&disk, sb.block_size)));
-  if (o->second_touch && (rc = hc_dir_set_second_touch (&v->dir, true)) < 0) {
+  hc_budget_init (&v->budget, o->flash_budget);
+  if ((o->second_touch || o->flash_budget) && (rc = hc_dir_set_second_touch (&v->dir, o->second_touch)) < 0) {
     snprintf (why, whylen, "policy %s has no second-touch promotion (hintaware has)",
               hc_policy_name_of (sb.policy));
     goto fail;

@@ -37,6 +37,7 @@
 #include "hintcache/replay.h"
 #include "hintcache/tier.h"
 #include "hintcache/volume.h" /* hc_policy_name */
+#include "../cache/budget.h"
 #include "../cache/dir.h"
 #include "../cache/seq.h"
 #include "util.h"
@@ -144,6 +145,7 @@ struct sim {
   unsigned strategy_index; /* into the classified hints of a request */
   bool is_belady;
   struct hc_directory dir;
+  struct hc_budget budget; /* hc_replay_config.flash_budget, in the trace's time */
   struct belady bel;
   hc_timing_model *hdd, *nand;
   uint64_t fine[FINE_BUCKETS];
@@ -391,6 +393,11 @@ sim_request (struct sim *s, const struct hc_trace_req *q, struct hc_hint h, cons
     return;
 
   const bool write = q->op == HC_TOP_WRITE;
+  if (s->budget.per_day) {
+    bool on = hc_budget_update (&s->budget, q->ts_ns, row->flash_bytes_written);
+    if (on != !!(hc_dir_effects (&s->dir) & HC_FX_TOUCH))
+      hc_dir_set_second_touch (&s->dir, on);
+  }
   if (b0 == b1) {
     /* One block (most requests of most traces): no runs to join. */
     enum outcome o = count_access (s, b0, next ? next[0] : 0, h, write, seq, false, bs);
@@ -977,7 +984,10 @@ build_grid (struct run *R)
             return rc;
           }
           hc_dir_set_request_cost (&s->dir, (uint32_t) lround (hc_timing_request_blocks (&hp, R->bs)));
-          if (cfg->second_touch && (rc = hc_dir_set_second_touch (&s->dir, true)) < 0) {
+          if (!cfg->second_touch)
+            hc_budget_init (&s->budget, cfg->flash_budget);
+          if ((cfg->second_touch || cfg->flash_budget)
+              && (rc = hc_dir_set_second_touch (&s->dir, cfg->second_touch)) < 0) {
             snprintf (R->why, R->whylen, "policy %s has no second-touch promotion (hintaware has)",
                       s->row.policy);
             return rc;
