@@ -34,12 +34,16 @@ hc_budget_update (struct hc_budget *b, uint64_t now_ns, uint64_t flash_bytes)
     return b->on;
   }
   if (now_ns > b->last_ns) {
-    /* per_day × elapsed / day, without overflow for a day's bytes up to
-     * 2^64 / 2^17: split the elapsed time into whole and part seconds. */
-    uint64_t dt = now_ns - b->last_ns, s = dt / 1000000000u, ns = dt % 1000000000u;
-    uint64_t add = s * (b->per_day / DAY_S) + (unsigned __int128) b->per_day * ns / DAY_S / 1000000000u
-                   + s * (b->per_day % DAY_S) / DAY_S;
-    b->tokens = add >= (uint64_t) (b->cap - b->tokens) ? b->cap : b->tokens + (int64_t) add;
+    /* per_day × elapsed / day.  Two windows fill the bucket from the
+     * deepest debt, so a longer gap fills it; a shorter one is computed in
+     * 128 bits, where it cannot overflow. */
+    uint64_t dt = now_ns - b->last_ns;
+    if (dt >= 2 * (uint64_t) BUDGET_WINDOW_S * 1000000000u)
+      b->tokens = b->cap;
+    else {
+      uint64_t add = (uint64_t) ((unsigned __int128) b->per_day * dt / ((uint64_t) DAY_S * 1000000000u));
+      b->tokens = add >= (uint64_t) (b->cap - b->tokens) ? b->cap : b->tokens + (int64_t) add;
+    }
     b->last_ns = now_ns;
   }
   if (flash_bytes > b->last_bytes) {
