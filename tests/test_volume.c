@@ -772,10 +772,6 @@ test_write_through_in_place_error (void)
   hc_tier_close (fast);
 }
 
-/* A sequential stream's readahead.  Over a slow tier that reads ahead into
- * a cache of its own (a file), the window is announced to the tier and the
- * stream keeps no copy of it; over one that does not (memory), the stream
- * keeps the window.  Either way every read returns the slow tier's data. */
 /* Second-touch promotion (hc_open_opts.second_touch): a block read once
  * is served from the slow tier and not cached, read again it is admitted;
  * random reads and writes of every size still read what was written; a
@@ -844,6 +840,10 @@ test_second_touch (void)
   hc_tier_close (slow);
 }
 
+/* A sequential stream's readahead.  Over a slow tier that reads ahead into
+ * a cache of its own (a file), the window is announced to the tier and the
+ * stream keeps no copy of it; over one that does not (memory), the stream
+ * keeps the window.  Either way every read returns the slow tier's data. */
 static void
 test_readahead (void)
 {
