@@ -1121,7 +1121,7 @@ test_budget (void)
          "no budget: never on");
 
   hc_budget_init (&b, rate * 86400);
-  CHECK_EQ (b.cap, 60 * rate, "a minute of the budget");
+  CHECK_EQ (b.cap, (int64_t) (60 * rate), "a minute of the budget");
   CHECK (!hc_budget_update (&b, 0, 0), "starts off");
   /* (Time spent full adds nothing: the bucket was full when it began.) */
   CHECK (!hc_budget_update (&b, 1 * s, 50 * rate), "50 s of budget written in 1 s: 10 s left");

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include "budget.h"
 #include "dir.h"
 
 /* How far a class-share eviction searches from each queue's tail. */
@@ -96,6 +97,16 @@ hc_dir_set_second_touch (struct hc_directory *d, bool on)
     hc_evidence_force (d->evidence, HC_FX_TOUCH, on);
   d->policy.effects = on ? d->policy.effects | HC_FX_TOUCH : d->policy.effects & ~HC_FX_TOUCH;
   return 0;
+}
+
+void
+hc_dir_follow_budget (struct hc_directory *d, struct hc_budget *b, uint64_t now_ns,
+                      uint64_t flash_bytes)
+{
+  bool on = hc_budget_update (b, now_ns, flash_bytes);
+
+  if (on != !!(d->policy.effects & HC_FX_TOUCH))
+    hc_dir_set_second_touch (d, on);
 }
 
 uint64_t

@@ -90,6 +90,13 @@ void hc_dir_set_effects (struct hc_directory *d, unsigned effects);
  * hintaware). */
 int hc_dir_set_second_touch (struct hc_directory *d, bool on);
 
+/* Feeds a flash write budget (budget.h) the time and the flash bytes
+ * written so far, and turns second touch on or off as it says.  The
+ * policy must have second touch (hc_dir_set_second_touch succeeded). */
+struct hc_budget;
+void hc_dir_follow_budget (struct hc_directory *d, struct hc_budget *b, uint64_t now_ns,
+                           uint64_t flash_bytes);
+
 /* The effects in force, and how many times evidence changed them. */
 static inline unsigned
 hc_dir_effects (const struct hc_directory *d)

@@ -219,9 +219,7 @@ hc_vol_req_start (hc_volume *v, struct req *r)
     uint64_t flash = 0;
     for (unsigned c = 0; c < HC_CLASS_COUNT; c++)
       flash += v->dir.stats.cls[c].flash_bytes_written;
-    bool on = hc_budget_update (&v->budget, v->last_io_ns, flash);
-    if (on != !!(hc_dir_effects (&v->dir) & HC_FX_TOUCH))
-      hc_dir_set_second_touch (&v->dir, on);
+    hc_dir_follow_budget (&v->dir, &v->budget, v->last_io_ns, flash);
   }
   r->started = true;
 }

@@ -99,16 +99,15 @@ ha_admit (struct hc_policy *p, const struct hc_access *a, enum hc_bypass *why)
 {
   struct hc_s3 *s = p->state;
 
-  if (is_protected (p, a))
-    return true;
-  if (a->seq && (p->effects & HC_FX_SEQ_CUTOFF)) {
+  if (a->seq && (p->effects & HC_FX_SEQ_CUTOFF) && !is_protected (p, a)) {
     *why = HC_BYPASS_SEQUENTIAL;
     return false;
   }
   /* Second touch: a read of a block the ghost does not know is served
    * from the slow tier and remembered; read again while the ghost still
    * knows it, it is admitted (and, being in the ghost, enters main). */
-  if ((p->effects & HC_FX_TOUCH) && !a->write && !hc_ghost_contains (&s->ghost, a->origin)) {
+  if ((p->effects & HC_FX_TOUCH) && !a->write && !hc_ghost_contains (&s->ghost, a->origin)
+      && !is_protected (p, a)) {
     hc_ghost_insert (&s->ghost, a->origin);
     *why = HC_BYPASS_POLICY;
     return false;

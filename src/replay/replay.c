@@ -393,11 +393,8 @@ sim_request (struct sim *s, const struct hc_trace_req *q, struct hc_hint h, cons
     return;
 
   const bool write = q->op == HC_TOP_WRITE;
-  if (s->budget.per_day) {
-    bool on = hc_budget_update (&s->budget, q->ts_ns, row->flash_bytes_written);
-    if (on != !!(hc_dir_effects (&s->dir) & HC_FX_TOUCH))
-      hc_dir_set_second_touch (&s->dir, on);
-  }
+  if (s->budget.per_day)
+    hc_dir_follow_budget (&s->dir, &s->budget, q->ts_ns, row->flash_bytes_written);
   if (b0 == b1) {
     /* One block (most requests of most traces): no runs to join. */
     enum outcome o = count_access (s, b0, next ? next[0] : 0, h, write, seq, false, bs);
