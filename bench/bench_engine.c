@@ -160,7 +160,7 @@ trial_ways (hc_tier *wfast, hc_tier *wslow, bool write, uint64_t hot, uint64_t p
     for (int w = 0; w < 2; w++) {
       format (wfast, wslow, HC_MODE_WRITETHROUGH, false);
       hc_volume *v = open_volume (wfast, wslow, true);
-      struct hc_trial *t = write ? &v->write_way : &v->fill_way;
+      struct hc_trial *t = write ? &v->write_way : hc_fill_trial (v, (unsigned) per);
       t->force = w == 0 ? 1 : 0;
       double t0 = now ();
       for (int pass = 0; pass < passes; pass++)

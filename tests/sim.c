@@ -526,7 +526,7 @@ rig_open (const struct hc_open_opts *oo)
   R.v->settle_busy_ns = (current_seed % 3) * 5000000ull;
   /* Fills of runs of misses: by trials, always on the reader's thread, or
    * always deferred to the filler (fill.c). */
-  R.v->fill_way.force = (uint8_t) (current_seed / 3 % 3);
+  R.v->fill_way[0].force = R.v->fill_way[1].force = (uint8_t) (current_seed / 3 % 3);
   /* Write-through batches' slow writes: by trials, always after the fast
    * writes, or always beside them on the slow writer (writer.c). */
   R.v->write_way.force = (uint8_t) (current_seed / 9 % 3);

@@ -728,7 +728,7 @@ fill_stale (bool zero)
   scenario ("fill_stale");
   rig_opts.threads = true;
   rig_up (&r, HC_MODE_WRITEAROUND, false);
-  r.v->fill_way.force = 2; /* deferred, whatever the trials would say */
+  r.v->fill_way[0].force = r.v->fill_way[1].force = 2; /* deferred, whatever the trials would say */
   memset (a, 0xa1, sizeof a);
   memset (b, zero ? 0 : 0xb2, sizeof b);
   hc_tier_write (r.smem, a, sizeof a, 16 * BS, 0); /* blocks 16 … 23, on the slow tier only */
@@ -782,7 +782,7 @@ fill_pressure (void)
   rig_opts.slow_size = 64u * MB;
   rig_opts.threads = true;
   rig_up (&r, HC_MODE_WRITEBACK, false);
-  r.v->fill_way.force = 2;
+  r.v->fill_way[0].force = r.v->fill_way[1].force = 2;
   sc.off = MB / BS; /* each read's run: one fill of 256 blocks */
   sc.fast = fill_hold;
   unsigned ok = 0;

@@ -971,6 +971,24 @@ test_readahead_beside_random (void)
   CHECK (bad == 0, "%u reads failed or wrong", bad);
   CHECK (sc.reads <= 8, "32 sequential reads among 1,280 random ones: %u slow-tier reads of the "
          "sequential reader's range", sc.reads);
+
+  /* The same with a reader of one block per request (a single-block miss
+   * goes the way of a run of misses, readahead included): 32 reads until
+   * the run passes the cutoff, then windows (45 slow reads when written;
+   * 512, one per request, when single blocks did not read ahead). */
+  CHECK (hc_volume_advise (v, 0, sizeof data, (struct hc_hint) { .advice = HC_ADVICE_EVICT }) == 0,
+         "evict");
+  sc.reads = 0;
+  for (uint64_t off = 0; off < sizeof data; off += BS) {
+    bad += hc_volume_read (v, small, BS, off, NULL) != 0 || memcmp (small, data + off, BS) != 0;
+    for (unsigned k = 0; k < 4; k++) {
+      uint64_t b = sizeof data / BS + next_rand () % (SLOW / BS - sizeof data / BS);
+      bad += hc_volume_read (v, got, BS, b * BS, NULL) != 0;
+    }
+  }
+  CHECK (bad == 0, "%u reads failed or wrong", bad);
+  CHECK (sc.reads <= 64, "512 sequential reads of one block among 2,048 random ones: %u slow-tier "
+         "reads of the sequential reader's range", sc.reads);
   CHECK (hc_volume_close (v) == 0, "close");
   hc_tier_close (slow);
   hc_tier_close (slow_mem);

@@ -10,9 +10,10 @@
  * may copy what it read into a fill, queue it and return; the filler writes
  * and installs it (one write per run of consecutive cache blocks, one trip
  * through the lock per run, as the reading thread did) — when trials show
- * that this is faster (below: it is not always).  Single-block misses
- * (read_block) always fill on the reading thread: a hand-off costs more
- * than a block's write.
+ * that this is faster (below: it is not always).  A single block's miss
+ * goes this way too, with trials of its own: a hand-off weighs more
+ * against one block's write than against a run's, so the answer may
+ * differ.
  *
  * Why it stays correct.  A fill must never install data older than a write
  * that landed after the slow read.  On the reading thread that is kept by
@@ -171,7 +172,7 @@ hc_fill_defer (hc_volume *v, uint64_t blk, unsigned k, const uint32_t *newc,
   hc_lock (&v->lock);
   if (!f || v->fill_stop || !ring_take (v, f, bytes)) {
     drop (v, n, newc + i0, a + i0);
-    v->fill_way.spoiled = true;
+    hc_fill_trial (v, k)->spoiled = true;
     pthread_mutex_unlock (&v->lock);
     free (f);
     return true;
@@ -214,15 +215,16 @@ hc_fill_defer (hc_volume *v, uint64_t blk, unsigned k, const uint32_t *newc,
  * reader alone, its fills dropped: about 3,000).  So trials decide, each
  * run of misses that admits a block a run, timed from entering read_misses
  * to leaving it, per block; a deferred trial that dropped a fill for want
- * of room is spoiled (deferral then costs admissions).
+ * of room is spoiled (deferral then costs admissions).  Single blocks and
+ * runs of several are tried apart (hc_fill_trial).
  */
 int
-hc_fill_way (hc_volume *v, bool *defer)
+hc_fill_way (hc_volume *v, unsigned k, bool *defer)
 {
   *defer = false;
   if (!v->filler_started)
     return -1;
-  return hc_trial_way (&v->fill_way, defer);
+  return hc_trial_way (hc_fill_trial (v, k), defer);
 }
 
 /* Takes the oldest fill off the queue and gives its ring back (caller

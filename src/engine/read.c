@@ -2,13 +2,14 @@
  *
  * A hit needs no stripe: its block is pinned, and a concurrent write goes
  * elsewhere (copy-on-write, write.c).  A miss takes its stripe shared, so
- * that a fill cannot install data older than a concurrent write.  Requests
- * of many whole blocks go by runs: a run of hits is read with as few fast
+ * that a fill cannot install data older than a concurrent write.  Whole
+ * blocks, one or many, go by runs: a run of hits is read with as few fast
  * tier reads as its cache blocks allow (read_hits), a run of misses is one
  * slow-tier read, filled to the fast tier in runs, in the background where
  * the volume has a filler thread (read_misses, fill.c), and a
  * sequential stream's misses are served from a readahead window
- * (read_ahead).
+ * (read_ahead).  Part of a block, and a block being rewritten in place,
+ * go alone (read_block).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -496,7 +497,7 @@ read_misses (hc_volume *v, uint64_t blk, unsigned n, uint8_t *dst, struct req *r
       admitted++;
   }
   if (admitted)
-    trial = hc_fill_way (v, &defer);
+    trial = hc_fill_way (v, k, &defer);
   pthread_mutex_unlock (&v->lock);
 
   if (k < n)
@@ -525,7 +526,7 @@ read_misses (hc_volume *v, uint64_t blk, unsigned n, uint8_t *dst, struct req *r
   hc_vol_unlock_run (v, blk, k);
   rc = commit_now ? hc_meta_commit (v, false) : 0;
   if (trial >= 0)
-    hc_trial_report (v, &v->fill_way, trial, hc_now_ns () - t0, k);
+    hc_trial_report (v, hc_fill_trial (v, k), trial, hc_now_ns () - t0, k);
   return rc < 0 ? rc : (long) k;
 }
 
@@ -548,7 +549,7 @@ read_request (hc_volume *v, void *buf, size_t len, uint64_t off, const struct hc
     uint32_t blen = v->bs - boff < len ? v->bs - boff : (uint32_t) len;
     uint64_t whole = boff ? 0 : len >> v->bshift;
     long got = 0;
-    if (whole >= 2
+    if (whole
         && ((got = read_hits (v, blk, whole < READ_BATCH ? (unsigned) whole : READ_BATCH, dst, &r))
             || (got = read_misses (v, blk, whole < miss_max ? (unsigned) whole : miss_max, dst,
                                    &r)))) {

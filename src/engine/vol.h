@@ -219,7 +219,8 @@ struct hc_volume {
   size_t fill_wr, fill_rd;     /* where the next fill's data goes; where the oldest's is */
   size_t fill_bytes;           /* ring bytes in use (data waiting or being written, and
                                 * an end skipped to wrap) */
-  struct hc_trial fill_way;    /* on the reader's thread (0) or deferred (1) (fill.c) */
+  struct hc_trial fill_way[2]; /* on the reader's thread (0) or deferred (1) (fill.c):
+                                * [0] single blocks, [1] runs of several */
 
   /* The slow writer (writer.c): a write-through batch's slow-tier writes,
    * beside its fast ones.  Under lock. */
@@ -376,11 +377,20 @@ void hc_fill_stop (hc_volume *v);
 /* Bytes of fill data queued or being written (tests wait for 0). */
 uint64_t hc_fill_pending (hc_volume *v);
 
-/* Which way the fill of a run of misses goes (caller holds lock): sets
+/* Which way the fill of a run of k misses goes (caller holds lock): sets
  * *defer, and returns the trial the run belongs to (0: on the reader's
  * thread, 1: deferred), or -1.  A run of a trial reports how long it took
- * the reader, through hc_trial_report on v->fill_way. */
-int hc_fill_way (hc_volume *v, bool *defer);
+ * the reader, through hc_trial_report on hc_fill_trial (v, k). */
+int hc_fill_way (hc_volume *v, unsigned k, bool *defer);
+
+/* The trials that decide the fill of a run of k misses: a single block's
+ * and a run's are timed apart (a hand-off's cost weighs differently on
+ * one block's write than on many). */
+static inline struct hc_trial *
+hc_fill_trial (hc_volume *v, unsigned k)
+{
+  return &v->fill_way[k > 1];
+}
 
 /* ---- trial.c ---- */
 
