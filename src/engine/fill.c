@@ -269,6 +269,10 @@ hc_fill_start (hc_volume *v)
   v->fill_cap = 2 * largest > FILL_RING_MIN ? 2 * largest : FILL_RING_MIN;
   if (!(v->fill_ring = aligned_alloc (4096, v->fill_cap)))
     return -ENOMEM;
+  /* Touched now, not by the first fills: a first round's page faults
+   * would be charged to deferral's first trial (trial.c), and could make
+   * it lose to the reader for a reason that does not last. */
+  memset (v->fill_ring, 0, v->fill_cap);
   int rc = hc_spawn (&v->filler, filler_main, v);
   if (rc)
     return -rc;
