@@ -401,18 +401,27 @@ main (int argc, char **argv)
     hc_volume_close (v);
   }
   /* ---- 1 MiB sequential write-through writes (every block a miss,
-   * admitted: written to both tiers) vs raw pwrites of the slow file. ---- */
+   * admitted: written to both tiers) vs raw pwrites of the slow file; as
+   * for the misses above, the range is written and evicted twice first,
+   * so that the slow writer's trials (writer.c) have chosen. ---- */
   double wt = 0, rawwt = 0;
+  bool write_chose = false;
   int wfd = open (path ("slow"), O_WRONLY);
   for (int turn = 0; turn < 3; turn++) {
     format (fast, slow, HC_MODE_WRITETHROUGH, false);
     v = open_volume (fast, slow, true);
+    for (int warm = 0; warm < 2; warm++) {
+      for (uint64_t b = 0; b < hot; b += big)
+        hc_volume_write (v, buf, big * 4096, (hot + b) * 4096, 0, NULL);
+      hc_volume_advise (v, hot * 4096, hot * 4096, evict);
+    }
     t0 = now ();
     for (uint64_t b = 0; b < hot; b += big)
       hc_volume_write (v, buf, big * 4096, (hot + b) * 4096, 0, NULL);
     hc_volume_flush (v);
     double r = (double) hot / big / (now () - t0);
     wt = r > wt ? r : wt;
+    write_chose = v->write_way.alt;
     hc_volume_close (v);
     t0 = now ();
     for (uint64_t b = 0; b < hot; b += big)
@@ -459,8 +468,8 @@ main (int argc, char **argv)
   close (sfd);
   close (ffd);
   printf ("1 MiB write-through      %10.0f MB/s  raw pwrite of the slow file %9.0f MB/s  "
-          "ratio %.2f (goal >= 0.80)\n", wt * big * 4096 / 1e6, rawwt * big * 4096 / 1e6,
-          wt / rawwt);
+          "ratio %.2f (goal >= 0.80; the trials chose %s)\n", wt * big * 4096 / 1e6,
+          rawwt * big * 4096 / 1e6, wt / rawwt, write_chose ? "beside" : "after");
   printf ("1 MiB declined writes    %10.0f MB/s  raw pwrite of the slow file %9.0f MB/s  "
           "ratio %.2f (goal >= 0.90)\n", dw * big * 4096 / 1e6, rawdw * big * 4096 / 1e6,
           dw / rawdw);
