@@ -10,8 +10,8 @@
  * four bytes each (what, which block, a class or advice, a mask of blocks
  * the operation's `ok` test calls busy).  Origins are drawn from a range
  * of four times the cache, so that hits, evictions and re-admissions are
- * common.  Second touch may be turned on and off between operations, as
- * a flash budget does.
+ * common.  Second touch, and the declining of write misses, may be turned
+ * on and off between operations, as a flash budget does.
  *
  * The model beside it knows only what a caller may rely on: which origins
  * hold data newer than the slow tier (written into the cache and not yet
@@ -303,8 +303,10 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
     case OP_TOUCH: /* a flash budget spent or filled again */
       rc = hc_dir_set_second_touch (&x.d, arg & 1);
       FUZZ_CHECK (rc == 0 || (rc == -ENOTSUP && !x.d.policy.ops->second_touch), "touch: %d", rc);
-      if (rc == 0)
+      if (rc == 0) {
         x.touch = arg & 1;
+        x.d.budget_spent = (arg & 2) != 0; /* write misses declined, as hc_dir_follow_budget does */
+      }
       break;
     }
     check (&x, names[what % OP_COUNT]);

@@ -71,6 +71,21 @@ budget=$(echo "$out" | jq '.[0].flash_bytes_written')
   || fail "the spent budget turned second touch on: $out"
 expect_status 2 "$hc" replay "$tmp/once.csv" --flash-budget 0
 contains "$err" "not a size above 0" "a zero budget"
+# Writes of 2,000 blocks, each once: unbudgeted, every one is written to
+# flash; on the same budget, the write misses go around the cache once the
+# bucket is spent.
+{
+  echo "ts_ns,op,offset_bytes,length_bytes,flags,ioprio_class,ioprio_hint,ioprio_level,comm,pid,label,object"
+  for i in $(seq 0 1999); do echo "$i,W,$(( (1000 + i * 7) * 4096 )),4096,W,be,0,4,cp,1,,"; done
+} > "$tmp/writes.csv"
+expect_status 0 "$hc" replay "$tmp/writes.csv" --cache 4000 --strategy none --json
+[ "$(echo "$out" | jq '.[0].flash_bytes_written')" -eq $((2000 * 4096)) ] \
+  || fail "unbudgeted, every write is cached: $out"
+expect_status 0 "$hc" replay "$tmp/writes.csv" --cache 4000 --strategy none --json \
+  --flash-budget 589824000
+budget=$(echo "$out" | jq '.[0].flash_bytes_written')
+[ "$budget" -ge $((100 * 4096)) ] && [ "$budget" -le $((101 * 4096)) ] \
+  || fail "a budget of 100 blocks wrote $budget bytes of 2,000 blocks' writes"
 
 # The table, a percentage size, and the same numbers from the gzip copy.
 expect_status 0 "$hc" replay "$data/sample.csv" --cache 50% --policy lru --strategy none

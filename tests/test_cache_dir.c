@@ -1142,6 +1142,53 @@ test_budget (void)
   CHECK (!hc_budget_update (&b, 0, 0), "time and bytes going back change nothing");
 }
 
+/* A directory following a spent budget: read misses on the second touch,
+ * write misses around the cache (willneed still admitted), write hits
+ * cached; both end when the bucket is half full again.  An
+ * administrator's second touch outlasts the budget. */
+static void
+test_budget_dir (void)
+{
+  const struct hc_hint none = { 0 }, willneed = { .advice = HC_ADVICE_WILLNEED };
+  const uint64_t s = 1000000000u, rate = 1000000; /* 1 MB/s: a bucket of 60 MB */
+  struct hc_directory d;
+  struct hc_budget b;
+
+  CHECK (hc_dir_init (&d, 1000, HC_POLICY_HINTAWARE, NULL, false) == 0, "init");
+  CHECK (hc_dir_set_second_touch (&d, false) == 0, "second touch off");
+  hc_budget_init (&b, rate * 86400);
+  hc_dir_follow_budget (&d, &b, 0, 0);
+  CHECK (!access1 (&d, 1, none, true) && hc_dir_find (&d, 1) != HC_NIL,
+         "within the budget: a write miss is admitted");
+  CHECK (!access1 (&d, 2, none, false) && hc_dir_find (&d, 2) != HC_NIL,
+         "and a first read");
+  hc_dir_follow_budget (&d, &b, 1 * s, 61 * rate);
+  CHECK (d.budget_spent && (d.policy.effects & HC_FX_TOUCH), "spent: second touch on");
+  CHECK (!access1 (&d, 3, none, true) && hc_dir_find (&d, 3) == HC_NIL,
+         "spent: a write miss goes around");
+  CHECK_EQ (d.stats.cls[0].bypass[1][HC_BYPASS_POLICY], 1, "counted as the policy's refusal");
+  CHECK (!access1 (&d, 4, willneed, true) && hc_dir_find (&d, 4) != HC_NIL,
+         "willneed: admitted");
+  CHECK (access1 (&d, 1, none, true) && hc_dir_find (&d, 1) != HC_NIL, "a write hit stays");
+  CHECK (!access1 (&d, 5, none, false) && hc_dir_find (&d, 5) == HC_NIL,
+         "a first read is not admitted");
+  hc_dir_follow_budget (&d, &b, 20 * s, 61 * rate); /* a debt of 1 MB, 19 s of refill */
+  CHECK (d.budget_spent, "still under half full");
+  hc_dir_follow_budget (&d, &b, 33 * s, 61 * rate);
+  CHECK (!d.budget_spent && !(d.policy.effects & HC_FX_TOUCH), "half full: both end");
+  CHECK (!access1 (&d, 6, none, true) && hc_dir_find (&d, 6) != HC_NIL,
+         "a write miss is admitted again");
+
+  /* Second touch chosen before: the budget leaves it on. */
+  CHECK (hc_dir_set_second_touch (&d, true) == 0, "second touch on");
+  hc_dir_follow_budget (&d, &b, 34 * s, 200 * rate);
+  CHECK (d.budget_spent && (d.policy.effects & HC_FX_TOUCH), "spent again");
+  hc_dir_follow_budget (&d, &b, 300 * s, 200 * rate);
+  CHECK (!d.budget_spent && (d.policy.effects & HC_FX_TOUCH),
+         "refilled: writes admitted, the administrator's second touch still on");
+  hc_dir_fini (&d);
+}
+
 int
 main (void)
 {
@@ -1149,6 +1196,7 @@ main (void)
   test_ghost ();
   test_second_touch ();
   test_budget ();
+  test_budget_dir ();
   test_lru_exact ();
   test_scan_resistance ();
   test_admission ();

@@ -827,6 +827,29 @@ test_second_touch (void)
             (unsigned long long) st.cls[0].blocks);
   CHECK_EQ (st.cls[0].bypass[0][HC_BYPASS_POLICY], 3, "the other three refused");
   CHECK (st.hint_effects & HC_FX_TOUCH, "the budget turned second touch on");
+  /* Spent, the write-back volume sends a write miss of a whole block to
+   * the slow tier alone (one of part of a block always goes there); a
+   * write hit rewrites its copy. */
+  static uint8_t w[2 * 4096], back[4096];
+  fill (w, sizeof w, 79);
+  CHECK (hc_volume_write (v, w, 4096, 20 * 4096, 0, NULL) == 0
+         && hc_volume_write (v, w + 4096, 1000, 21 * 4096 + 512, 0, NULL) == 0
+         && hc_volume_write (v, w, 4096, 10 * 4096, 0, NULL) == 0, "writes");
+  hc_volume_stats (v, &st);
+  CHECK_EQ (st.cls[0].blocks, 1, "the write misses went around: %llu cached",
+            (unsigned long long) st.cls[0].blocks);
+  CHECK_EQ (st.cls[0].bypass[1][HC_BYPASS_POLICY], 1, "the whole block's refused by the budget");
+  CHECK_EQ (st.cls[0].bypass[1][HC_BYPASS_PARTIAL], 1, "(a partial miss never is admitted)");
+  CHECK_EQ (st.cls[0].dirty, 1, "the write hit is dirty in the cache");
+  CHECK (hc_tier_read (slow, back, 4096, 20 * 4096) == 0 && memcmp (back, w, 4096) == 0,
+         "block 20 is on the slow tier");
+  memcpy (model + 20 * 4096, w, 4096);
+  memcpy (model + 21 * 4096 + 512, w + 4096, 1000);
+  memcpy (model + 10 * 4096, w, 4096);
+  for (uint64_t b = 10; b < 22; b += 1)
+    CHECK (hc_volume_read (v, got, 4096, b * 4096, NULL) == 0
+           && memcmp (got, model + b * 4096, 4096) == 0, "read back block %llu",
+           (unsigned long long) b);
   CHECK (hc_volume_close (v) == 0, "close");
   hc_tier_close (fast);
 

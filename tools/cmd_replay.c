@@ -271,8 +271,9 @@ static const char replay_usage[] =
   "  --config FILE      class attributes (as for hintcache hint classes --config)\n"
   "  --promotion P      always (default) or second-touch: a read miss is admitted\n"
   "                     only when read again soon (hintaware only; fewer flash writes)\n"
-  "  --flash-budget SIZE flash bytes per day of the trace's time: second touch while\n"
-  "                     the cache writes faster (hintaware only; writes not held back)\n"
+  "  --flash-budget SIZE flash bytes per day of the trace's time: while the cache\n"
+  "                     writes faster, second touch and write misses around the\n"
+  "                     cache (hintaware only)\n"
   "  --html FILE        write a report with plots\n"
   "  --json             one JSON array, one object per row\n";
 

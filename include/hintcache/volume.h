@@ -117,8 +117,9 @@ struct hc_open_opts {
   uint64_t flash_budget;    /* flash bytes per day (0: none): while the cache
                                writes flash faster (a bucket of a minute's
                                budget, empty), read misses are promoted on the
-                               second touch as above; writes are not held back;
-                               hintaware only (-ENOTSUP) */
+                               second touch as above and write misses go to
+                               the slow tier alone (write hits still rewrite
+                               their copies); hintaware only (-ENOTSUP) */
 };
 
 /* Opens a formatted volume, replaying its journal.  Fails, changing

@@ -281,8 +281,8 @@ hc_config_complete (void)
   "seq-cutoff=SIZE     sequential run length before bypass (default 4M, 0 = never)\n"   \
   "promotion=P         always (default) or second-touch: a read miss is admitted only\n" \
   "                    when read again soon (fewer flash writes; policy hintaware)\n"   \
-  "flash-budget=SIZE   flash bytes per day: second touch while the cache writes\n"      \
-  "                    faster (writes are not held back; policy hintaware)\n"          \
+  "flash-budget=SIZE   flash bytes per day: while the cache writes faster, second\n"    \
+  "                    touch, and write misses around the cache (policy hintaware)\n"  \
   "slow-timeout=SECONDS  an NBD slow tier's deadline per request (default 30)\n"        \
   "direct=true         open the fast tier with O_DIRECT\n"                              \
   "Export names are hints for every request of a connection: a class\n"                \

@@ -1,14 +1,17 @@
-/* A flash write budget: a token bucket of flash bytes that says when
- * second-touch promotion (hc_dir_set_second_touch) should be in force.
+/* A flash write budget: a token bucket of flash bytes that says when the
+ * cache should spare its flash (hc_dir_follow_budget: second-touch
+ * promotion, and write misses around the cache).
  *
  * The budget is a rate, in bytes per day, as flash endurance is quoted
  * (drive writes per day times the fast tier's size).  The bucket holds a
  * minute of it and starts full; every byte written to flash (fills, write
  * admissions, write hits: the caller's running total) takes one out, and
- * time puts the rate back.  When it is empty, second touch goes on, so
- * that blocks read once stop costing flash; when it is half full again, it
- * goes off.  Writes are not held back (a write-back cache must take them),
- * so a workload whose writes alone exceed the budget exceeds it.
+ * time puts the rate back.  When it is empty, the cache spares its flash:
+ * blocks read once are not cached (second touch), and write misses go to
+ * the slow tier alone, as in write-around; when it is half full again,
+ * both end.  Write hits still rewrite their cached copies (the copy is
+ * the newest data in write-back), so a workload whose write hits alone
+ * exceed the budget exceeds it.
  *
  * Not thread-safe: the caller serialises (the volume holds its lock).
  */

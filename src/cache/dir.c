@@ -105,8 +105,16 @@ hc_dir_follow_budget (struct hc_directory *d, struct hc_budget *b, uint64_t now_
 {
   bool on = hc_budget_update (b, now_ns, flash_bytes);
 
-  if (on != !!(d->policy.effects & HC_FX_TOUCH))
-    hc_dir_set_second_touch (d, on);
+  if (on == d->budget_spent)
+    return;
+  d->budget_spent = on;
+  if (on && !(d->policy.effects & HC_FX_TOUCH)) {
+    hc_dir_set_second_touch (d, true);
+    d->budget_touch = true;
+  } else if (!on && d->budget_touch) {
+    hc_dir_set_second_touch (d, false);
+    d->budget_touch = false;
+  }
 }
 
 uint64_t
@@ -202,6 +210,10 @@ hc_dir_admit (struct hc_directory *d, const struct hc_access *a, enum hc_bypass 
 
   if (a->hint.advice == HC_ADVICE_DONTNEED || a->hint.advice == HC_ADVICE_EVICT) {
     *why = HC_BYPASS_ADVICE;
+    return false;
+  }
+  if (a->write && d->budget_spent && a->hint.advice != HC_ADVICE_WILLNEED) {
+    *why = HC_BYPASS_POLICY; /* the flash budget is spent: the write goes around */
     return false;
   }
   hc_dir_attrs (d, cls, &attrs);

@@ -52,6 +52,8 @@ struct hc_directory {
   struct hc_evidence *evidence; /* NULL: the effects are fixed */
   const hc_classes *classes; /* attributes; NULL = built-in defaults */
   bool defer_free;
+  bool budget_spent;         /* a flash budget is spent: write misses are not admitted */
+  bool budget_touch;         /* second touch is on because the budget is spent */
   uint32_t occupancy[HC_CLASS_COUNT];
   uint32_t ndirty[HC_CLASS_COUNT];
   struct hc_stats stats;     /* counters; gauges filled by hc_dir_stats */
@@ -91,8 +93,12 @@ void hc_dir_set_effects (struct hc_directory *d, unsigned effects);
 int hc_dir_set_second_touch (struct hc_directory *d, bool on);
 
 /* Feeds a flash write budget (budget.h) the time and the flash bytes
- * written so far, and turns second touch on or off as it says.  The
- * policy must have second touch (hc_dir_set_second_touch succeeded). */
+ * written so far, and while it says the budget is spent, turns second
+ * touch on and sends write misses around the cache (hc_dir_admit declines
+ * them, reason HC_BYPASS_POLICY; willneed advice still admits); off again
+ * when it says so (second touch stays on if it was on before the budget
+ * was spent: an administrator's choice).  The policy must have second
+ * touch (hc_dir_set_second_touch succeeded). */
 struct hc_budget;
 void hc_dir_follow_budget (struct hc_directory *d, struct hc_budget *b, uint64_t now_ns,
                            uint64_t flash_bytes);

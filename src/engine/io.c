@@ -215,7 +215,7 @@ hc_vol_req_start (hc_volume *v, struct req *r)
                && hc_seq_update (&v->seq, &r->ctx->stream->seq, r->off, r->len, v->opts.seq_cutoff);
   r->seq = hc_seq_update (&v->seq, NULL, r->off, r->len, v->opts.seq_cutoff) || r->seq_own;
   v->last_io_ns = hc_now_ns ();
-  if (v->budget.per_day && !v->opts.second_touch) {
+  if (v->budget.per_day) {
     uint64_t flash = 0;
     for (unsigned c = 0; c < HC_CLASS_COUNT; c++)
       flash += v->dir.stats.cls[c].flash_bytes_written;

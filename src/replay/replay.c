@@ -981,8 +981,7 @@ build_grid (struct run *R)
             return rc;
           }
           hc_dir_set_request_cost (&s->dir, (uint32_t) lround (hc_timing_request_blocks (&hp, R->bs)));
-          if (!cfg->second_touch)
-            hc_budget_init (&s->budget, cfg->flash_budget);
+          hc_budget_init (&s->budget, cfg->flash_budget);
           if ((cfg->second_touch || cfg->flash_budget)
               && (rc = hc_dir_set_second_touch (&s->dir, cfg->second_touch)) < 0) {
             snprintf (R->why, R->whylen, "policy %s has no second-touch promotion (hintaware has)",
