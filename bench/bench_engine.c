@@ -179,6 +179,35 @@ trial_ways (hc_tier *wfast, hc_tier *wslow, bool write, uint64_t hot, uint64_t p
   return chose;
 }
 
+#define BIG 256 /* blocks of a large request: 1 MiB */
+
+/* Reads (write: writes) blocks [first, first+n) in requests of BIG blocks,
+ * through the volume v with ctx, or else on file descriptor fd (then
+ * block numbers are the file's, and a write pass ends with fdatasync; a
+ * volume's write pass with a flush); raises *best to the requests per
+ * second if higher. */
+static void
+big_pass (hc_volume *v, int fd, bool write, uint64_t first, uint64_t n,
+          const struct hc_ioctx *ctx, void *buf, double *best)
+{
+  const size_t len = BIG * 4096;
+  double t0 = now ();
+
+  for (uint64_t b = first; b < first + n; b += BIG) {
+    if (v && write)
+      hc_volume_write (v, buf, len, b * 4096, 0, ctx);
+    else if (v)
+      hc_volume_read (v, buf, len, b * 4096, ctx);
+    else if ((write ? pwrite (fd, buf, len, (off_t) (b * 4096))
+                    : pread (fd, buf, len, (off_t) (b * 4096))) != (ssize_t) len)
+      abort ();
+  }
+  if (write)
+    v ? hc_volume_flush (v) : fdatasync (fd);
+  double r = (double) n / BIG / (now () - t0);
+  *best = r > *best ? r : *best;
+}
+
 /* Runs fn n times; returns operations per second (best of 3). */
 static double
 rate (void (*fn) (void *, uint64_t), void *arg, uint64_t n)
@@ -359,8 +388,8 @@ main (int argc, char **argv)
    * the same range is first read as misses twice and evicted each time,
    * so that the fill trials (fill.c: 2 × 64 runs) have chosen before the
    * measured pass; the chosen way is printed. ---- */
-  double bmiss = 0, brawm = 0, bhit = 0, brawh = 0;
-  const uint64_t big = 256; /* blocks per read */
+  double bmiss = 0, brawm = 0, bhit = 0, brawh = 0, none = 0;
+  const uint64_t big = BIG;
   const struct hc_hint evict = { .advice = HC_ADVICE_EVICT };
   int sfd = open (path ("slow"), O_RDONLY), ffd = open (path ("fast"), O_RDONLY);
   bool fill_chose = false;
@@ -368,35 +397,16 @@ main (int argc, char **argv)
     format (fast, slow, HC_MODE_WRITETHROUGH, false);
     v = open_volume (fast, slow, true);
     for (int warm = 0; warm < 2; warm++) {
-      for (uint64_t b = 0; b < hot; b += big)
-        hc_volume_read (v, buf, big * 4096, (hot + b) * 4096, NULL);
+      big_pass (v, -1, false, hot, hot, NULL, buf, &none);
       hc_volume_advise (v, hot * 4096, hot * 4096, evict);
     }
-    t0 = now ();
-    for (uint64_t b = 0; b < hot; b += big)
-      hc_volume_read (v, buf, big * 4096, (hot + b) * 4096, NULL);
-    double r = (double) hot / big / (now () - t0);
+    big_pass (v, -1, false, hot, hot, NULL, buf, &bmiss);
     fill_chose = hc_fill_trial (v, (unsigned) big)->alt;
-    bmiss = r > bmiss ? r : bmiss;
-    t0 = now ();
-    for (uint64_t b = 0; b < hot; b += big)
-      if (pread (sfd, buf, big * 4096, (off_t) ((2 * hot + b) * 4096)) != (ssize_t) (big * 4096))
-        abort ();
-    r = (double) hot / big / (now () - t0);
-    brawm = r > brawm ? r : brawm;
+    big_pass (NULL, sfd, false, 2 * hot, hot, NULL, buf, &brawm);
     hc_volume_get_info (v, &info);
     for (int pass = 0; pass < 4; pass++) {
-      t0 = now ();
-      for (uint64_t b = 0; b < hot; b += big)
-        hc_volume_read (v, buf, big * 4096, (hot + b) * 4096, NULL);
-      r = (double) hot / big / (now () - t0);
-      bhit = r > bhit ? r : bhit;
-      t0 = now ();
-      for (uint64_t b = 0; b < hot; b += big)
-        if (pread (ffd, buf, big * 4096, (off_t) (info.data_off + b * 4096)) != (ssize_t) (big * 4096))
-          abort ();
-      r = (double) hot / big / (now () - t0);
-      brawh = r > brawh ? r : brawh;
+      big_pass (v, -1, false, hot, hot, NULL, buf, &bhit);
+      big_pass (NULL, ffd, false, info.data_off / 4096, hot, NULL, buf, &brawh);
     }
     hc_volume_close (v);
   }
@@ -411,25 +421,13 @@ main (int argc, char **argv)
     format (fast, slow, HC_MODE_WRITETHROUGH, false);
     v = open_volume (fast, slow, true);
     for (int warm = 0; warm < 2; warm++) {
-      for (uint64_t b = 0; b < hot; b += big)
-        hc_volume_write (v, buf, big * 4096, (hot + b) * 4096, 0, NULL);
+      big_pass (v, -1, true, hot, hot, NULL, buf, &none);
       hc_volume_advise (v, hot * 4096, hot * 4096, evict);
     }
-    t0 = now ();
-    for (uint64_t b = 0; b < hot; b += big)
-      hc_volume_write (v, buf, big * 4096, (hot + b) * 4096, 0, NULL);
-    hc_volume_flush (v);
-    double r = (double) hot / big / (now () - t0);
-    wt = r > wt ? r : wt;
+    big_pass (v, -1, true, hot, hot, NULL, buf, &wt);
     write_chose = v->write_way.alt;
     hc_volume_close (v);
-    t0 = now ();
-    for (uint64_t b = 0; b < hot; b += big)
-      if (pwrite (wfd, buf, big * 4096, (off_t) ((2 * hot + b) * 4096)) != (ssize_t) (big * 4096))
-        abort ();
-    fdatasync (wfd);
-    r = (double) hot / big / (now () - t0);
-    rawwt = r > rawwt ? r : rawwt;
+    big_pass (NULL, wfd, true, 2 * hot, hot, NULL, buf, &rawwt);
   }
   /* ---- 1 MiB declined writes and reads (background + dontneed: the
    * policy admits nothing, every byte goes to the slow tier alone) vs raw
@@ -440,28 +438,10 @@ main (int argc, char **argv)
   format (fast, slow, HC_MODE_WRITETHROUGH, false);
   v = open_volume (fast, slow, true);
   for (int turn = 0; turn < 3; turn++) {
-    t0 = now ();
-    for (uint64_t b = 0; b < hot; b += big)
-      hc_volume_write (v, buf, big * 4096, (hot + b) * 4096, 0, &declined);
-    double r = (double) hot / big / (now () - t0);
-    dw = r > dw ? r : dw;
-    t0 = now ();
-    for (uint64_t b = 0; b < hot; b += big)
-      if (pwrite (wfd, buf, big * 4096, (off_t) ((2 * hot + b) * 4096)) != (ssize_t) (big * 4096))
-        abort ();
-    r = (double) hot / big / (now () - t0);
-    rawdw = r > rawdw ? r : rawdw;
-    t0 = now ();
-    for (uint64_t b = 0; b < hot; b += big)
-      hc_volume_read (v, buf, big * 4096, (hot + b) * 4096, &declined);
-    r = (double) hot / big / (now () - t0);
-    dr = r > dr ? r : dr;
-    t0 = now ();
-    for (uint64_t b = 0; b < hot; b += big)
-      if (pread (sfd, buf, big * 4096, (off_t) ((2 * hot + b) * 4096)) != (ssize_t) (big * 4096))
-        abort ();
-    r = (double) hot / big / (now () - t0);
-    rawdr = r > rawdr ? r : rawdr;
+    big_pass (v, -1, true, hot, hot, &declined, buf, &dw);
+    big_pass (NULL, wfd, true, 2 * hot, hot, NULL, buf, &rawdw);
+    big_pass (v, -1, false, hot, hot, &declined, buf, &dr);
+    big_pass (NULL, sfd, false, 2 * hot, hot, NULL, buf, &rawdr);
   }
   hc_volume_close (v);
   close (wfd);

@@ -961,13 +961,32 @@ count_reads_below (void *arg, enum hook_op op, uint64_t off, uint64_t len, bool 
   return 0;
 }
 
+/* Reads [0, size) in requests of `per` bytes, checking them against data,
+ * with `between` random one-block reads past it after each; returns how
+ * many reads failed or were wrong. */
+static unsigned
+read_beside_random (hc_volume *v, const uint8_t *data, size_t size, size_t per, unsigned between)
+{
+  static uint8_t got[64 << 10], small[BS];
+  unsigned bad = 0;
+
+  for (uint64_t off = 0; off < size; off += per) {
+    bad += hc_volume_read (v, got, per, off, NULL) != 0 || memcmp (got, data + off, per) != 0;
+    for (unsigned k = 0; k < between; k++) {
+      uint64_t b = size / BS + next_rand () % (SLOW / BS - size / BS);
+      bad += hc_volume_read (v, small, BS, b * BS, NULL) != 0;
+    }
+  }
+  return bad;
+}
+
 static void
 test_readahead_beside_random (void)
 {
   hc_tier *fast, *slow_mem, *slow = NULL;
   struct hc_format_opts fo = { .mode = HC_MODE_WRITEBACK };
   struct hc_open_opts oo = { .no_cleaner = true, .seq_cutoff = 128 << 10 };
-  static uint8_t data[2u << 20], got[64 << 10], small[BS];
+  static uint8_t data[2u << 20];
   struct span_count sc = { .end = sizeof data };
   hc_volume *v = NULL;
   char why[200];
@@ -982,15 +1001,7 @@ test_readahead_beside_random (void)
   CHECK (hc_volume_format (fast, slow, &fo, why, sizeof why) == 0, "format: %s", why);
   CHECK (hc_volume_open (fast, slow, &oo, &v, why, sizeof why) == 0, "open: %s", why);
   sc.reads = 0; /* not format's and open's own */
-  unsigned bad = 0;
-  for (uint64_t off = 0; off < sizeof data; off += sizeof got) {
-    bad += hc_volume_read (v, got, sizeof got, off, NULL) != 0
-           || memcmp (got, data + off, sizeof got) != 0;
-    for (unsigned k = 0; k < 40; k++) {
-      uint64_t b = sizeof data / BS + next_rand () % (SLOW / BS - sizeof data / BS);
-      bad += hc_volume_read (v, small, BS, b * BS, NULL) != 0;
-    }
-  }
+  unsigned bad = read_beside_random (v, data, sizeof data, 64 << 10, 40);
   CHECK (bad == 0, "%u reads failed or wrong", bad);
   CHECK (sc.reads <= 8, "32 sequential reads among 1,280 random ones: %u slow-tier reads of the "
          "sequential reader's range", sc.reads);
@@ -1002,13 +1013,7 @@ test_readahead_beside_random (void)
   CHECK (hc_volume_advise (v, 0, sizeof data, (struct hc_hint) { .advice = HC_ADVICE_EVICT }) == 0,
          "evict");
   sc.reads = 0;
-  for (uint64_t off = 0; off < sizeof data; off += BS) {
-    bad += hc_volume_read (v, small, BS, off, NULL) != 0 || memcmp (small, data + off, BS) != 0;
-    for (unsigned k = 0; k < 4; k++) {
-      uint64_t b = sizeof data / BS + next_rand () % (SLOW / BS - sizeof data / BS);
-      bad += hc_volume_read (v, got, BS, b * BS, NULL) != 0;
-    }
-  }
+  bad = read_beside_random (v, data, sizeof data, BS, 4);
   CHECK (bad == 0, "%u reads failed or wrong", bad);
   CHECK (sc.reads <= 64, "512 sequential reads of one block among 2,048 random ones: %u slow-tier "
          "reads of the sequential reader's range", sc.reads);
