@@ -727,7 +727,8 @@ fill_stale (bool zero, unsigned n)
   char why[200];
   static uint8_t a[8 * BS], b[BS], got[8 * BS];
   const uint64_t first = n == 1 ? 19 : 16;
-  const char *what = zero ? (n == 1 ? "zero, one block" : "zero") : (n == 1 ? "write, one block" : "write");
+  const char *what = zero ? (n == 1 ? "zero, one block" : "zero")
+                          : (n == 1 ? "write, one block" : "write");
 
   scenario ("fill_stale");
   rig_opts.threads = true;
