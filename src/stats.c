@@ -11,6 +11,7 @@ static const char *const bypass_names[HC_BYPASS_COUNT] = {
 
 static const char *const effect_names[HC_FX_KNOBS] = {
   "cutoff", "probation", "admission", "placement", "demotion", "reinsertion", "second-touch",
+  "thrift",
 };
 
 const char *

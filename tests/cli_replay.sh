@@ -28,7 +28,7 @@ rmin=$(echo "$out" | jq '[.[] | select(.cache_blocks==4) | .misses] | min')
 # The hint effects in force at the end: all of them for a policy that does
 # not weigh evidence, a subset for the default, none named for the oracle.
 lru=$(echo "$out" | jq -c '[.[] | select(.policy=="lru") | .hint_effects] | unique')
-[ "$lru" = '[["cutoff","probation","admission","placement","demotion","reinsertion"]]' ] \
+[ "$lru" = '[["cutoff","probation","admission","placement","demotion","reinsertion","thrift"]]' ] \
   || fail "lru keeps every effect in force: $lru"
 ha=$(echo "$out" | jq '[.[] | select(.policy=="hintaware") | (.hint_effects | type == "array")
                         and (.effect_changes | type == "number")] | all')

@@ -333,6 +333,8 @@ static struct {
   uint64_t touch_seeds; /* seeds whose volume promotes on the second touch */
   uint64_t budget_seeds; /* seeds whose volume has a flash budget */
   uint64_t budget_engaged; /* times a budget turned second touch on */
+  uint64_t all_fx_seeds; /* seeds whose volume has every effect in force */
+  uint64_t around; /* write misses a policy sent around the cache */
   bool corrupted; /* this seed's fast tier has had silent corruption */
 } M;
 
@@ -530,6 +532,12 @@ rig_open (const struct hc_open_opts *oo)
   /* Write-through batches' slow writes: by trials, always after the fast
    * writes, or always beside them on the slow writer (writer.c). */
   R.v->write_way.force = (uint8_t) (current_seed / 9 % 3);
+  /* Every effect in force — class rules, placement, demotion and thrift
+   * (data, streaming and background writes around the cache, their reads
+   * admitted on a second touch) — for one hintaware volume in four: the
+   * evidence seldom takes them on the simulator's short phases. */
+  if (current_seed / 27 % 4 == 3 && R.v->dir.evidence)
+    hc_dir_set_effects (&R.v->dir, HC_FX_ALL);
   pthread_mutex_unlock (&R.v->lock);
 }
 
@@ -965,6 +973,7 @@ run_seed (uint64_t seed, unsigned phases, unsigned nclients)
                                              ? UINT64_C (1440) * 64 * BS : 0 };
   M.touch_seeds += oo.second_touch;
   M.budget_seeds += oo.flash_budget != 0;
+  M.all_fx_seeds += ha && current_seed / 27 % 4 == 3;
   rig_open (&oo);
 
   for (unsigned ph = 0; ph < phases; ph++) {
@@ -1002,6 +1011,10 @@ run_seed (uint64_t seed, unsigned phases, unsigned nclients)
     R.v->writer_jobs = 0;
     M.budget_engaged += R.v->budget.engaged;
     R.v->budget.engaged = 0;
+    for (unsigned c = 0; c < HC_CLASS_COUNT; c++) {
+      M.around += R.v->dir.stats.cls[c].bypass[1][HC_BYPASS_POLICY];
+      R.v->dir.stats.cls[c].bypass[1][HC_BYPASS_POLICY] = 0;
+    }
     pthread_mutex_unlock (&R.v->lock);
     if (hc_power_is_cut (R.pw) || cut) {
       /* The power goes (now, if it has not yet): then recovery, maybe cut
@@ -1144,9 +1157,10 @@ main (int argc, char **argv)
           " recoveries cut short), %" PRIu64 " reopens, %" PRIu64 " faults injected, %" PRIu64
           " silent corruptions (%" PRIu64 " reads refused for them), %" PRIu64
           " batches written through beside, %" PRIu64 " seeds promoting on the second touch, %"
-          PRIu64 " with a flash budget (spent %" PRIu64 " times), 0 violations\n", done,
+          PRIu64 " with a flash budget (spent %" PRIu64 " times), %" PRIu64 " with every effect in "
+          "force, %" PRIu64 " write misses sent around the cache, 0 violations\n", done,
           M.phases, M.ops, M.reads_checked, S.steps, M.cuts, M.recovery_cuts, M.reopens, M.faults,
           M.corruptions, M.corrupt_reads, M.beside, M.touch_seeds, M.budget_seeds,
-          M.budget_engaged);
+          M.budget_engaged, M.all_fx_seeds, M.around);
   return 0;
 }

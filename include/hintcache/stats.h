@@ -51,14 +51,17 @@ enum hc_effect {
   HC_FX_TOUCH      = 1u << 6, /* second-touch promotion: a read miss is admitted
                                  only when read again soon (an administrator's
                                  choice, never the evidence's) */
+  HC_FX_THRIFT     = 1u << 7, /* a hinted class that asks for no speed earns flash
+                                 by reuse: its write misses go around the cache,
+                                 its read misses are admitted on a second touch */
 };
-#define HC_FX_KNOBS 7
+#define HC_FX_KNOBS 8
 /* The effects hints and evidence govern (all but second touch). */
-#define HC_FX_ALL (HC_FX_TOUCH - 1)
+#define HC_FX_ALL (((1u << HC_FX_KNOBS) - 1) & ~HC_FX_TOUCH)
 
 /* Returns the name of effect bit number `i` ("cutoff", "probation",
- * "admission", "placement", "demotion", "reinsertion", "second-touch"),
- * or NULL. */
+ * "admission", "placement", "demotion", "reinsertion", "second-touch",
+ * "thrift"), or NULL. */
 const char *hc_effect_name (unsigned i);
 
 /* Operations, as indices of the per-operation counters. */

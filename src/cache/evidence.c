@@ -23,7 +23,7 @@
  *
  * Two kinds of family, two baselines.  The unhinted families (the cutoff,
  * probation, reinsertion) are the default's own behaviour; the hint
- * families (admission, placement with demotion) act on classes.  The unhinted ones are chosen as
+ * families (admission, placement with demotion, thrift) act on classes.  The unhinted ones are chosen as
  * they would be with no hints at all: by a miniature that runs the
  * unhinted effects in force on the accesses stripped of their hints (the
  * plain one), and one per unhinted family with that family flipped.  The
@@ -46,14 +46,24 @@
  * continuing a missed block of the same request.  It flips when that score
  * leads by EV_MARGIN.  A hint family is held to "never worse than no
  * hints", a promise about readers, in the time they wait: its cost counts
- * read misses only, each the transfer of its block (1), and one that starts
- * a slow read also the wait before the data moves, in block transfers (the
+ * read misses only, each the transfer of its block (1), and one that needs
+ * a seek also the wait before the data moves, in block transfers (the
  * request cost, which the owner sets from the timing model: about 568 for
- * 4 KiB blocks on a 7,200 rpm disk); read misses and slow reads are also
- * scored alone.  Its limit and margin scale with the request cost, so that
- * it must save 64 slow reads' worth of time.  It is turned
- * on only when its cost leads by that margin and it added neither read
- * misses nor slow reads meanwhile, and turned off as soon as
+ * 4 KiB blocks on a 7,200 rpm disk); read misses and seeks are also scored
+ * alone.  A seek is counted where the timing model charges one: a read
+ * miss where the miniature's disk head is not (the block after its last
+ * read miss), unless a sequential stream enters the sampled region there
+ * (what the stream missed outside the sample, the miniature cannot know).
+ * So a block hit inside a run of misses costs the seek that resumes the
+ * run.  (With the unhinted families' count, which takes every miss of a
+ * sequential stream to be free, thrift was taken on sqlite-docs at 10 %
+ * for 2.6 % fewer read misses, while it split re-read streams into runs:
+ * 5 % more seeks, +4.6 % mean read latency.  The unhinted families keep
+ * their count, the one their choices were measured with: on git-import at
+ * 10 % the seek count chose worse, +3 % read misses.)  Its limit and
+ * margin scale with the request cost, so that it must save 64 seeks' worth
+ * of time.  It is turned on only when its cost leads by that margin and it
+ * added neither read misses nor seeks meanwhile, and turned off as soon as
  * turning it off leads by the margin on any of the three.  (Counting write
  * misses too, a hint family was taken for the writes it saved while its
  * reads stayed even, and cost 2 % more read misses afterwards on a held-out
@@ -84,10 +94,10 @@
  * four combinations are S3-FIFO, S3-FIFO with a FIFO main queue, CLOCK and
  * FIFO.
  *
- * Cost: seven miniature directories (five families, two baselines) — 0.32
- * bytes of RAM per cached block at 1 M blocks (22.72 in all with the map
- * and S3-FIFO, and with the volume's pin count 23.72, within the 24-byte
- * budget), a fixed ~175 KiB under 512 K blocks — and, for the sampled
+ * Cost: eight miniature directories (six families, two baselines) — 0.37
+ * bytes of RAM per cached block at 1 M blocks (22.77 in all with the map
+ * and S3-FIFO, and with the volume's pin count 23.77, within the 24-byte
+ * budget), a fixed ~200 KiB under 512 K blocks — and, for the sampled
  * accesses, an access to each.  Demotion is weighed with placement rather
  * than alone to stay within that budget: on the scorecard's traces no
  * evidence ever took demotion alone.
@@ -127,6 +137,7 @@
  * evicted next) is placement's other face, and is weighed with it. */
 static const unsigned family[] = {
   HC_FX_SEQ_CUTOFF, HC_FX_FILTER, HC_FX_REINSERT, HC_FX_ADMIT, HC_FX_PLACE | HC_FX_DEMOTE,
+  HC_FX_THRIFT,
 };
 #define EV_FAMILIES (sizeof family / sizeof family[0])
 
@@ -141,12 +152,16 @@ struct hc_evidence {
    * the hint families); role[EV_HINTED], role[EV_PLAIN]: see above. */
   unsigned role[EV_MINIS];
   /* What flipping family k saved so far (> 0: it paid), in cost (a miss
-   * 1, for a hint family a read miss 1; one that starts a slow-tier read
-   * 1 more), in read misses and in slow-tier reads. */
+   * 1, and one that starts a slow-tier read 1 more; for a hint family a
+   * read miss 1, and one that needs a seek the request cost more), in read
+   * misses and in slow-tier reads (a hint family's: seeks). */
   int32_t score[EV_FAMILIES], reads[EV_FAMILIES], slow[EV_FAMILIES];
   uint64_t sample_below; /* a region is sampled if its hash is below this */
   uint64_t next_origin;  /* the block that would continue the last sampled access */
   uint8_t last[EV_MINIS]; /* what that access cost each miniature (by index, not role) */
+  /* Where each miniature's disk head is (by index, not role): the block
+   * after its last read miss, as in the timing model. */
+  uint64_t head[EV_MINIS];
   unsigned effects;
   uint64_t changes;
   /* A hint family's cost of a read miss that starts a slow-tier read,
@@ -198,6 +213,7 @@ restart (struct hc_evidence *e, unsigned which)
       e->score[k] = e->reads[k] = e->slow[k] = 0;
       hc_dir_copy (&e->mini[e->role[k]], &e->mini[e->role[base_of (k)]]);
       e->last[e->role[k]] = e->last[e->role[base_of (k)]];
+      e->head[e->role[k]] = e->head[e->role[base_of (k)]];
     }
   assign (e);
 }
@@ -253,17 +269,20 @@ hc_evidence_bytes (const struct hc_evidence *e)
 }
 
 /* What one access cost a miniature: nothing on a hit, else a miss, which
- * may also be a read miss and one that starts a slow-tier read of its own:
- * neither in a sequential stream nor continuing a read miss of the same
- * request (the timing model, like a disk, charges per request, and a run
- * of missed blocks is one request). */
-enum { EV_MISS = 1, EV_READ = 2, EV_SLOW = 4 };
+ * may also be a read miss; a read miss may start a slow-tier read of its
+ * own as the unhinted families count it (EV_SLOW: neither in a sequential
+ * stream nor continuing a read miss of the same request — a run of missed
+ * blocks is one request) and need a seek as the hint families count it
+ * (EV_SEEK: not where the miniature's disk head is, unless a sequential
+ * stream enters the sampled region there). */
+enum { EV_MISS = 1, EV_READ = 2, EV_SLOW = 4, EV_SEEK = 8 };
 
 /* One access through miniature i, as the replayer runs one through a real
  * directory; returns its cost, a set of EV_ bits.  cont: the access
- * continues the request's previous access, which the miniature saw. */
+ * continues the request's previous access, which the miniature saw;
+ * entering: it does not continue the last access the miniature saw. */
 static unsigned
-mini_access (struct hc_evidence *e, unsigned i, const struct hc_access *a, bool cont)
+mini_access (struct hc_evidence *e, unsigned i, const struct hc_access *a, bool cont, bool entering)
 {
   struct hc_directory *m = &e->mini[i];
   enum hc_bypass why;
@@ -280,6 +299,11 @@ mini_access (struct hc_evidence *e, unsigned i, const struct hc_access *a, bool 
     cost = a->write ? EV_MISS
            : a->seq || (cont && (e->last[i] & EV_READ)) ? EV_MISS | EV_READ
                                                         : EV_MISS | EV_READ | EV_SLOW;
+    if (!a->write) {
+      if (a->origin != e->head[i] && !(a->seq && entering))
+        cost |= EV_SEEK;
+      e->head[i] = a->origin + 1;
+    }
   }
   e->last[i] = (uint8_t) cost;
   return cost;
@@ -297,7 +321,7 @@ tally (int32_t *score, unsigned base, unsigned alt, unsigned bit, int32_t weight
 
 /* May family k be flipped on the scores so far?  Its cost must lead by
  * the margin; a hint family's must also add neither read misses nor
- * slow-tier reads to be turned on, and leading by the margin on either of them
+ * seeks to be turned on, and leading by the margin on either of them
  * turns it off (it cost readers while on), whatever the cost says. */
 static bool
 may_flip (const struct hc_evidence *e, unsigned k)
@@ -327,24 +351,25 @@ hc_evidence_observe (struct hc_evidence *e, const struct hc_access *a)
   int32_t best_score = INT32_MIN;
   /* A request's blocks within a sampled region reach every miniature one
    * after another. */
-  bool cont = a->cont && a->origin == e->next_origin;
+  bool cont = a->cont && a->origin == e->next_origin, entering = a->origin != e->next_origin;
 
   e->next_origin = a->origin + 1;
-  cost[EV_HINTED - EV_FAMILIES] = mini_access (e, e->role[EV_HINTED], a, cont);
-  cost[EV_PLAIN - EV_FAMILIES] = mini_access (e, e->role[EV_PLAIN], &plain_access, cont);
+  cost[EV_HINTED - EV_FAMILIES] = mini_access (e, e->role[EV_HINTED], a, cont, entering);
+  cost[EV_PLAIN - EV_FAMILIES] = mini_access (e, e->role[EV_PLAIN], &plain_access, cont, entering);
   for (unsigned k = 0; k < EV_FAMILIES; k++) {
     unsigned base = cost[base_of (k) - EV_FAMILIES];
-    unsigned alt = mini_access (e, e->role[k], is_hint_family (k) ? a : &plain_access, cont);
+    unsigned alt = mini_access (e, e->role[k], is_hint_family (k) ? a : &plain_access, cont, entering);
 
     if (is_hint_family (k)) {
       tally (&e->score[k], base, alt, EV_READ, 1, EV_LIMIT * e->request);
-      tally (&e->score[k], base, alt, EV_SLOW, e->request, EV_LIMIT * e->request);
+      tally (&e->score[k], base, alt, EV_SEEK, e->request, EV_LIMIT * e->request);
+      tally (&e->slow[k], base, alt, EV_SEEK, 1, EV_LIMIT);
     } else {
       tally (&e->score[k], base, alt, EV_MISS, 1, EV_LIMIT);
       tally (&e->score[k], base, alt, EV_SLOW, 1, EV_LIMIT);
+      tally (&e->slow[k], base, alt, EV_SLOW, 1, EV_LIMIT);
     }
     tally (&e->reads[k], base, alt, EV_READ, 1, EV_LIMIT);
-    tally (&e->slow[k], base, alt, EV_SLOW, 1, EV_LIMIT);
     if (may_flip (e, k) && e->score[k] > best_score) {
       best = k;
       best_score = e->score[k];

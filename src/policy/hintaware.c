@@ -40,11 +40,22 @@
  *                          already refused what the class's admission
  *                          rules, the advice and the class's maximum share
  *                          forbid.
+ *   what earns flash       thrift (HC_FX_THRIFT): a hint naming a class that
+ *                          asks for no speed (below the protected priority,
+ *                          not latency-sensitive: data, streaming,
+ *                          background by default) and no willneed advice
+ *                          makes the block earn its flash by reuse: a write
+ *                          miss goes around the cache (to the slow tier
+ *                          alone), a read miss is admitted on its second
+ *                          touch, as above.  Metadata, transactions, paging
+ *                          and journal writes are admitted as they come,
+ *                          and so is every unhinted access: no hint says
+ *                          nothing about the data.
  *
  * None of these is a verdict.  Each belongs to a family of effects
  * (enum hc_effect: the cutoff, placement and ageing by priority, demotion,
- * and — unhinted — whether new blocks start on probation at all, and
- * whether a block hit in the main FIFO goes round again), and the
+ * thrift, and — unhinted — whether new blocks start on probation at all,
+ * and whether a block hit in the main FIFO goes round again), and the
  * directory applies a family only while its miniature simulations show
  * that it saves misses on the running workload (src/cache/evidence.c); this
  * file only reads which are in force.  Advice is a request, not a guess:
@@ -93,6 +104,7 @@ ha_init (struct hc_policy *p)
 }
 
 static bool is_protected (const struct hc_policy *p, const struct hc_access *a);
+static bool is_thrifty (const struct hc_policy *p, const struct hc_access *a);
 
 static bool
 ha_admit (struct hc_policy *p, const struct hc_access *a, enum hc_bypass *why)
@@ -103,16 +115,39 @@ ha_admit (struct hc_policy *p, const struct hc_access *a, enum hc_bypass *why)
     *why = HC_BYPASS_SEQUENTIAL;
     return false;
   }
+  bool thrifty = is_thrifty (p, a);
+
+  if (thrifty && a->write) {
+    *why = HC_BYPASS_POLICY;
+    return false;
+  }
   /* Second touch: a read of a block the ghost does not know is served
    * from the slow tier and remembered; read again while the ghost still
    * knows it, it is admitted (and, being in the ghost, enters main). */
-  if ((p->effects & HC_FX_TOUCH) && !a->write && !hc_ghost_contains (&s->ghost, a->origin)
-      && !is_protected (p, a)) {
+  if ((thrifty || ((p->effects & HC_FX_TOUCH) && !is_protected (p, a))) && !a->write
+      && !hc_ghost_contains (&s->ghost, a->origin)) {
     hc_ghost_insert (&s->ghost, a->origin);
     *why = HC_BYPASS_POLICY;
     return false;
   }
   return true;
+}
+
+/* Is this access one that thrift (HC_FX_THRIFT) keeps off the flash until
+ * it is reused?  Its hint names a class — no hint says nothing, so an
+ * unhinted access never is — that asks for no speed: below the protected
+ * priority, not latency-sensitive, and no willneed advice. */
+static bool
+is_thrifty (const struct hc_policy *p, const struct hc_access *a)
+{
+  struct hc_class_attrs at;
+
+  if (!(p->effects & HC_FX_THRIFT) || a->hint.cls == HC_CLASS_UNCLASSIFIED
+      || a->hint.advice == HC_ADVICE_WILLNEED)
+    return false;
+  if (!p->classes || hc_classes_get (p->classes, a->hint.cls, &at) < 0)
+    hc_class_defaults (a->hint.cls, &at);
+  return at.priority < PROTECT_PRIORITY && !at.latency_sensitive;
 }
 
 /* Is this access protected by its hint? */

@@ -60,7 +60,7 @@ typedef bool (*hc_evictable_fn) (void *arg, uint32_t c);
 /* The families that act on hints (the others, the cutoff, probation and
  * reinsertion, are the policy's unhinted behaviour): the evidence holds
  * these to "never worse than no hints" (evidence.c). */
-#define HC_FX_HINTS (HC_FX_ADMIT | HC_FX_PLACE | HC_FX_DEMOTE)
+#define HC_FX_HINTS (HC_FX_ADMIT | HC_FX_PLACE | HC_FX_DEMOTE | HC_FX_THRIFT)
 
 enum hc_policy_id {
   HC_POLICY_LRU = 0, HC_POLICY_S3FIFO, HC_POLICY_HINTAWARE, HC_POLICY_FIFO, HC_POLICY_ARC,
