@@ -127,7 +127,8 @@ static const char default_file[] =
   "label=temp -> background\n"
   "object~^/backup/ -> background\n"
   "label=table -> data\n"
-  "label=toast -> data\n";
+  "label=toast -> data\n"
+  "label=other_file -> data\n";
 
 static const char default_io[] =
   "# Everything: the data's label, the request's flags and its priority.\n"
@@ -144,7 +145,8 @@ static const char default_io[] =
   "rfc2014=dontneed -> dontneed\n"
   "rfc2014=willneed -> willneed\n"
   "label=table -> data\n"
-  "label=toast -> data\n";
+  "label=toast -> data\n"
+  "label=other_file -> data\n";
 
 const char *
 hc_rules_default_text (enum hc_strategy s)
