@@ -51,9 +51,10 @@ open_vol (hc_tier *fast, hc_tier *slow, bool cleaner)
   return v;
 }
 
-/* Random writes and reads of random sizes and alignments against the model. */
+/* Random writes and reads of random sizes and alignments against the
+ * model, with context ctx (may be NULL). */
 static void
-exercise (hc_volume *v, unsigned ops, uint64_t span)
+exercise_with (hc_volume *v, unsigned ops, uint64_t span, const struct hc_ioctx *ctx)
 {
   static uint8_t buf[64 * 1024], got[64 * 1024];
   for (unsigned i = 0; i < ops; i++) {
@@ -61,17 +62,24 @@ exercise (hc_volume *v, unsigned ops, uint64_t span)
     uint64_t off = next_rand () % (span - len);
     if (next_rand () % 2) {
       fill (buf, len, next_rand ());
-      CHECK (hc_volume_write (v, buf, len, off, next_rand () % 8 == 0 ? HC_VOL_FUA : 0, NULL) == 0,
+      CHECK (hc_volume_write (v, buf, len, off, next_rand () % 8 == 0 ? HC_VOL_FUA : 0, ctx) == 0,
              "write %llu+%llu", (unsigned long long) off, (unsigned long long) len);
       memcpy (model + off, buf, len);
     } else {
-      CHECK (hc_volume_read (v, got, len, off, NULL) == 0, "read");
+      CHECK (hc_volume_read (v, got, len, off, ctx) == 0, "read");
       CHECK (memcmp (got, model + off, len) == 0, "read %llu+%llu matches the model",
              (unsigned long long) off, (unsigned long long) len);
     }
     if (next_rand () % 64 == 0)
       CHECK (hc_volume_flush (v) == 0, "flush");
   }
+}
+
+/* Random writes and reads of random sizes and alignments against the model. */
+static void
+exercise (hc_volume *v, unsigned ops, uint64_t span)
+{
+  exercise_with (v, ops, span, NULL);
 }
 
 static void
@@ -775,14 +783,16 @@ test_write_through_in_place_error (void)
 /* Second-touch promotion (hc_open_opts.second_touch): a block read once
  * is served from the slow tier and not cached, read again it is admitted;
  * random reads and writes of every size still read what was written; a
- * flash budget turns it on when spent; a policy without it refuses to
- * open with either. */
+ * flash budget turns it on when spent; thrift does it, and sends write
+ * misses around the cache, for data-hinted I/O alone; a policy without it
+ * refuses to open with either. */
 static void
 test_second_touch (void)
 {
   static uint8_t got[8192];
   struct hc_format_opts fo = { .mode = HC_MODE_WRITEBACK };
-  struct hc_open_opts oo = { .no_cleaner = true, .second_touch = true };
+  struct hc_open_opts oo = { .no_cleaner = true, .second_touch = true },
+                      oo_plain = { .no_cleaner = true };
   hc_tier *fast, *slow;
   hc_volume *v = NULL;
   struct hc_stats st;
@@ -850,6 +860,42 @@ test_second_touch (void)
     CHECK (hc_volume_read (v, got, 4096, b * 4096, NULL) == 0
            && memcmp (got, model + b * 4096, 4096) == 0, "read back block %llu",
            (unsigned long long) b);
+  CHECK (hc_volume_close (v) == 0, "close");
+  hc_tier_close (fast);
+
+  /* Thrift in force (the evidence's choice; fixed here): a data-hinted
+   * write miss goes to the slow tier alone, a data-hinted read is admitted
+   * on its second touch, an unhinted one at once; hinted and unhinted
+   * random I/O still reads what was written. */
+  hc_tier_new_memory (FAST, &fast);
+  fill (model, SLOW, 80);
+  CHECK (hc_tier_write (slow, model, SLOW, 0, 0) == 0, "slow data");
+  CHECK (hc_volume_format (fast, slow, &fo, why, sizeof why) == 0, "format: %s", why);
+  CHECK (hc_volume_open (fast, slow, &oo_plain, &v, why, sizeof why) == 0, "open: %s", why);
+  hc_lock (&v->lock);
+  hc_dir_set_effects (&v->dir, HC_FX_START | HC_FX_THRIFT);
+  pthread_mutex_unlock (&v->lock);
+  const struct hc_ioctx data = { .hint = { .cls = HC_CLASS_DATA } };
+  fill (w, sizeof w, 81);
+  CHECK (hc_volume_write (v, w, 4096, 30 * 4096, 0, &data) == 0, "a data write miss");
+  CHECK (hc_volume_write (v, w + 4096, 4096, 31 * 4096, 0, NULL) == 0, "an unhinted one");
+  memcpy (model + 30 * 4096, w, 2 * 4096);
+  hc_volume_stats (v, &st);
+  CHECK_EQ (st.cls[HC_CLASS_DATA].bypass[1][HC_BYPASS_POLICY], 1, "the data write went around");
+  CHECK_EQ (st.cls[HC_CLASS_DATA].blocks + st.cls[0].blocks, 1, "the unhinted one is cached");
+  CHECK (hc_tier_read (slow, back, 4096, 30 * 4096) == 0 && memcmp (back, w, 4096) == 0,
+         "block 30 is on the slow tier");
+  for (int i = 0; i < 2; i++)
+    CHECK (hc_volume_read (v, got, 4096, 40 * 4096, &data) == 0
+           && memcmp (got, model + 40 * 4096, 4096) == 0, "data read %d of block 40", i + 1);
+  hc_volume_stats (v, &st);
+  CHECK_EQ (st.cls[HC_CLASS_DATA].bypass[0][HC_BYPASS_POLICY], 1, "the first data read refused");
+  CHECK_EQ (st.cls[HC_CLASS_DATA].blocks, 1, "the second admitted");
+  CHECK (st.hint_effects & HC_FX_THRIFT, "thrift is among the effects in force");
+  for (int i = 0; i < 4; i++) {
+    exercise_with (v, 1000, SLOW, i % 2 ? &data : NULL);
+    verify_all (v, SLOW, "thrift");
+  }
   CHECK (hc_volume_close (v) == 0, "close");
   hc_tier_close (fast);
 
