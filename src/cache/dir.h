@@ -75,7 +75,7 @@ int hc_dir_init_fixed (struct hc_directory *d, uint32_t n, unsigned policy_id,
 void hc_dir_copy (struct hc_directory *dst, const struct hc_directory *src);
 
 /* Prices the hint families' evidence by the slow tier's timing: a read
- * miss that starts a slow-tier read costs `blocks` block transfers beyond
+ * miss that needs a seek costs `blocks` block transfers beyond
  * its own (hc_timing_request_blocks; 1 until set).  No effect on a
  * directory without evidence. */
 void hc_dir_set_request_cost (struct hc_directory *d, uint32_t blocks);
@@ -231,8 +231,8 @@ unsigned hc_evidence_observe (struct hc_evidence *e, const struct hc_access *a);
 /* How many times the effects changed. */
 uint64_t hc_evidence_changes (const struct hc_evidence *e);
 
-/* Sets what a read miss that starts a slow-tier read costs the hint
- * families beyond its block, in block transfers (1 … 65,536; 1 until set). */
+/* Sets what a read miss that needs a seek costs the hint families beyond
+ * its block, in block transfers (1 … 65,536; 1 until set). */
 void hc_evidence_set_request_cost (struct hc_evidence *e, uint32_t blocks);
 
 #endif /* HC_CACHE_DIR_H */

@@ -23,7 +23,8 @@
  *
  * Two kinds of family, two baselines.  The unhinted families (the cutoff,
  * probation, reinsertion) are the default's own behaviour; the hint
- * families (admission, placement with demotion, thrift) act on classes.  The unhinted ones are chosen as
+ * families (admission, placement with demotion, thrift) act on classes.
+ * The unhinted ones are chosen as
  * they would be with no hints at all: by a miniature that runs the
  * unhinted effects in force on the accesses stripped of their hints (the
  * plain one), and one per unhinted family with that family flipped.  The
@@ -164,8 +165,8 @@ struct hc_evidence {
   uint64_t head[EV_MINIS];
   unsigned effects;
   uint64_t changes;
-  /* A hint family's cost of a read miss that starts a slow-tier read,
-   * beyond its block's 1 (hc_evidence_set_request_cost). */
+  /* A hint family's cost of a read miss that needs a seek, beyond
+   * its block's 1 (hc_evidence_set_request_cost). */
   int32_t request;
 };
 
