@@ -749,6 +749,21 @@ test_thrift (void)
   CHECK (hc_dir_admit (&d, &acc, &why), "and a first data read too");
   hc_dir_fini (&d);
 
+  /* An administrator who marks data latency-sensitive spares it. */
+  hc_classes *t;
+  struct hc_class_attrs at;
+  CHECK (hc_classes_new (&t) == 0 && hc_classes_get (t, HC_CLASS_DATA, &at) == 0, "classes");
+  at.latency_sensitive = true;
+  CHECK (hc_classes_set (t, HC_CLASS_DATA, &at) == 0, "data latency-sensitive");
+  CHECK (hc_dir_init (&d, 100, HC_POLICY_HINTAWARE, t, false) == 0, "init");
+  hc_dir_set_effects (&d, HC_FX_THRIFT);
+  acc = (struct hc_access) { .origin = 8, .hint = data, .write = true };
+  CHECK (hc_dir_admit (&d, &acc, &why), "a latency-sensitive data write is admitted");
+  acc.write = false;
+  CHECK (hc_dir_admit (&d, &acc, &why), "and its first read");
+  hc_dir_fini (&d);
+  hc_classes_free (t);
+
   /* A lie: "data" on blocks written and read back soon.  Obeyed, the
    * writes go around and every read back misses; weighed, thrift is not
    * taken. */
