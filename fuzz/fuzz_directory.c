@@ -27,6 +27,7 @@
  *     each exactly once;
  *   - second-touch promotion stays as it was set, whatever the evidence
  *     and the administrator's fixed effects do;
+ *   - with thrift in force, a data write miss is not admitted;
  *   - a copy (hc_dir_copy, as the miniatures restart; policies that weigh
  *     evidence only) holds the same blocks.
  */
@@ -174,7 +175,13 @@ access_one (struct ctx *x, uint64_t o, bool write, struct hc_hint h, bool seq)
     }
     return;
   }
-  if (hc_dir_admit (&x->d, &a, &why) && hc_dir_make_room (&x->d, &a, ok, x, &why, &ev)) {
+  /* Thrift in force (the default policy's, the one with second touch):
+   * a write miss of data, with the built-in attributes, goes around. */
+  bool around = write && x->d.policy.ops->second_touch && (hc_dir_effects (&x->d) & HC_FX_THRIFT)
+                && h.cls == HC_CLASS_DATA && h.advice != HC_ADVICE_WILLNEED;
+  bool admitted = hc_dir_admit (&x->d, &a, &why);
+  FUZZ_CHECK (!(around && admitted), "thrift admitted a data write miss");
+  if (admitted && hc_dir_make_room (&x->d, &a, ok, x, &why, &ev)) {
     check_evicted (x, ev, "make_room");
     if ((c = hc_dir_take_free (&x->d)) != HC_NIL) {
       hc_dir_install (&x->d, c, &a, write);
