@@ -726,9 +726,11 @@ test_thrift (void)
   CHECK (hc_dir_init (&d, 100, HC_POLICY_HINTAWARE, NULL, false) == 0, "init");
   hc_dir_set_effects (&d, HC_FX_THRIFT);
   struct hc_access acc = { .origin = 1, .hint = data, .write = true };
-  CHECK (!hc_dir_admit (&d, &acc, &why) && why == HC_BYPASS_POLICY, "a data write miss goes around");
+  CHECK (!hc_dir_admit (&d, &acc, &why) && why == HC_BYPASS_POLICY,
+         "a data write miss goes around");
   acc.write = false;
-  CHECK (!hc_dir_admit (&d, &acc, &why) && why == HC_BYPASS_POLICY, "a first data read is not admitted");
+  CHECK (!hc_dir_admit (&d, &acc, &why) && why == HC_BYPASS_POLICY,
+         "a first data read is not admitted");
   CHECK (hc_dir_admit (&d, &acc, &why), "its second is");
   acc = (struct hc_access) { .origin = 2, .hint = { .cls = HC_CLASS_METADATA } };
   CHECK (hc_dir_admit (&d, &acc, &why), "metadata is protected: admitted at once");
@@ -740,7 +742,8 @@ test_thrift (void)
   CHECK (hc_dir_admit (&d, &acc, &why), "no hint says nothing: an unhinted write is admitted");
   acc.write = false;
   CHECK (hc_dir_admit (&d, &acc, &why), "and so is an unhinted read");
-  acc = (struct hc_access) { .origin = 6, .hint = { .cls = HC_CLASS_DATA, .advice = HC_ADVICE_WILLNEED } };
+  acc = (struct hc_access) { .origin = 6,
+                             .hint = { .cls = HC_CLASS_DATA, .advice = HC_ADVICE_WILLNEED } };
   CHECK (hc_dir_admit (&d, &acc, &why), "willneed data is admitted at once");
   hc_dir_set_effects (&d, 0);
   acc = (struct hc_access) { .origin = 7, .hint = data, .write = true };

@@ -359,7 +359,8 @@ hc_evidence_observe (struct hc_evidence *e, const struct hc_access *a)
   cost[EV_PLAIN - EV_FAMILIES] = mini_access (e, e->role[EV_PLAIN], &plain_access, cont, entering);
   for (unsigned k = 0; k < EV_FAMILIES; k++) {
     unsigned base = cost[base_of (k) - EV_FAMILIES];
-    unsigned alt = mini_access (e, e->role[k], is_hint_family (k) ? a : &plain_access, cont, entering);
+    unsigned alt
+        = mini_access (e, e->role[k], is_hint_family (k) ? a : &plain_access, cont, entering);
 
     if (is_hint_family (k)) {
       tally (&e->score[k], base, alt, EV_READ, 1, EV_LIMIT * e->request);
