@@ -442,6 +442,7 @@ static struct {
   unsigned corrupt; /* this phase corrupts that many fast-tier data writes in 1,000 */
   uint64_t crng;    /* the corruption's choices */
   uint64_t data_lo, data_hi; /* the fast tier's data region */
+  bool all_fx;      /* this seed's volume has every effect in force */
   bool verbose;
 } R;
 
@@ -536,7 +537,7 @@ rig_open (const struct hc_open_opts *oo)
    * (data, streaming and background writes around the cache, their reads
    * admitted on a second touch) — for one hintaware volume in four: the
    * evidence seldom takes them on the simulator's short phases. */
-  if (current_seed / 27 % 4 == 3 && R.v->dir.evidence)
+  if (R.all_fx)
     hc_dir_set_effects (&R.v->dir, HC_FX_ALL);
   pthread_mutex_unlock (&R.v->lock);
 }
@@ -973,7 +974,8 @@ run_seed (uint64_t seed, unsigned phases, unsigned nclients)
                                              ? UINT64_C (1440) * 64 * BS : 0 };
   M.touch_seeds += oo.second_touch;
   M.budget_seeds += oo.flash_budget != 0;
-  M.all_fx_seeds += ha && current_seed / 27 % 4 == 3;
+  R.all_fx = ha && current_seed / 27 % 4 == 3;
+  M.all_fx_seeds += R.all_fx;
   rig_open (&oo);
 
   for (unsigned ph = 0; ph < phases; ph++) {

@@ -145,8 +145,7 @@ is_thrifty (const struct hc_policy *p, const struct hc_access *a)
   if (!(p->effects & HC_FX_THRIFT) || a->hint.cls == HC_CLASS_UNCLASSIFIED
       || a->hint.advice == HC_ADVICE_WILLNEED)
     return false;
-  if (!p->classes || hc_classes_get (p->classes, a->hint.cls, &at) < 0)
-    hc_class_defaults (a->hint.cls, &at);
+  hc_policy_attrs (p, a->hint.cls, &at);
   return at.priority < PROTECT_PRIORITY && !at.latency_sensitive;
 }
 

@@ -72,13 +72,19 @@ hc_policy_dequeue (struct hc_map *m, uint32_t c)
   hc_list_remove (m, &m->queue[hc_meta_queue (m->blk[c].meta)], c);
 }
 
+void
+hc_policy_attrs (const struct hc_policy *p, unsigned cls, struct hc_class_attrs *a)
+{
+  if (!p->classes || hc_classes_get (p->classes, cls, a) < 0)
+    hc_class_defaults (cls, a);
+}
+
 unsigned
 hc_policy_priority (const struct hc_policy *p, unsigned cls)
 {
   struct hc_class_attrs a;
 
-  if (!p->classes || hc_classes_get (p->classes, cls, &a) < 0)
-    hc_class_defaults (cls, &a);
+  hc_policy_attrs (p, cls, &a);
   return a.priority;
 }
 

@@ -160,6 +160,10 @@ void hc_policy_enqueue (struct hc_map *m, uint32_t c, unsigned q, bool at_tail);
 /* Takes c off the queue its bits name. */
 void hc_policy_dequeue (struct hc_map *m, uint32_t c);
 
+/* Attributes of class cls (from the attribute table, or the built-in
+ * ones without a table). */
+void hc_policy_attrs (const struct hc_policy *p, unsigned cls, struct hc_class_attrs *a);
+
 /* Class priority of block c's data (from the attribute table). */
 unsigned hc_policy_priority (const struct hc_policy *p, unsigned cls);
 
