@@ -684,8 +684,10 @@ pin_limit (void)
   }
   sc.fast = NULL;
   CHECK (ok == READERS, "%u of %u reads returned the block", ok, READERS);
-  CHECK (atomic_load (&r.v->pins[c]) == 0 && atomic_load (&r.v->inside) == 0,
-         "nothing pinned, nobody inside afterwards");
+  unsigned inside = 0;
+  for (unsigned d = 0; d < HC_VOL_DOORS; d++)
+    inside += atomic_load (&r.v->door[d].inside);
+  CHECK (atomic_load (&r.v->pins[c]) == 0 && inside == 0, "nothing pinned, nobody inside afterwards");
   rig_down (&r);
 }
 

@@ -150,8 +150,11 @@ hc_dir_attrs (const struct hc_directory *d, unsigned cls, struct hc_class_attrs 
 static inline void
 observe (struct hc_directory *d, const struct hc_access *a)
 {
-  if (d->evidence)
-    d->policy.effects = hc_evidence_observe (d->evidence, a);
+  if (d->evidence) {
+    unsigned e = hc_evidence_observe (d->evidence, a);
+    if (e != d->policy.effects) /* written only on a change: other CPUs keep the line */
+      d->policy.effects = e;
+  }
 }
 
 static void

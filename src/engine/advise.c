@@ -225,9 +225,9 @@ int
 hc_volume_advise_from (hc_volume *v, uint64_t off, uint64_t len, struct hc_hint hint,
                        unsigned source)
 {
-  hc_vol_enter (v);
+  unsigned door = hc_vol_enter (v);
   int rc = advise (v, off, len, hint, source);
-  hc_vol_leave (v);
+  hc_vol_leave (v, door);
   return rc;
 }
 

@@ -69,11 +69,22 @@ hc_vol_evictable (void *arg, uint32_t c)
   return !(v->dir.map.blk[c].meta & HC_M_DIRTY) && !hc_vol_busy (v, c);
 }
 
+static inline bool
+hint_empty (struct hc_hint h)
+{
+  return h.cls == HC_CLASS_UNCLASSIFIED && h.advice == HC_ADVICE_NONE && h.flags == 0;
+}
+
 struct hc_hint
 hc_vol_resolve (hc_volume *v, uint64_t blk, const struct hc_ioctx *ctx)
 {
   struct hc_hint layer[HC_LAYER_COUNT] = { { 0 } };
 
+  /* Most I/O says nothing of itself: the device's hint is the answer. */
+  if (!v->ranges.n
+      && (!ctx || (hint_empty (ctx->hint) && hint_empty (ctx->process)
+                   && (!ctx->stream || hint_empty (ctx->stream->hint)))))
+    return v->device_hint;
   if (ctx) {
     layer[HC_LAYER_IO] = ctx->hint;
     layer[HC_LAYER_PROCESS] = ctx->process;
@@ -214,7 +225,11 @@ hc_vol_req_start (hc_volume *v, struct req *r)
   r->seq_own = r->ctx && r->ctx->stream
                && hc_seq_update (&v->seq, &r->ctx->stream->seq, r->off, r->len, v->opts.seq_cutoff);
   r->seq = hc_seq_update (&v->seq, NULL, r->off, r->len, v->opts.seq_cutoff) || r->seq_own;
-  v->last_io_ns = hc_now_ns ();
+  /* To the millisecond (the cleaner's idle test counts 200): a word every
+   * request rewrote would pass from CPU to CPU with each. */
+  uint64_t t = hc_now_ns ();
+  if (t - v->last_io_ns >= 1000000)
+    v->last_io_ns = t;
   if (v->budget.per_day) {
     uint64_t flash = 0;
     for (unsigned c = 0; c < HC_CLASS_COUNT; c++)
@@ -275,12 +290,22 @@ hc_vol_unlock_run (hc_volume *v, uint64_t blk, unsigned n)
 
 _Static_assert (HC_VOL_MAX_INSIDE + 1 <= UINT8_MAX, "pins are 8 bits: the threads inside and the cleaner");
 
-void
+unsigned
 hc_vol_enter (hc_volume *v)
 {
-  while (atomic_fetch_add_explicit (&v->inside, 1, memory_order_acquire) >= HC_VOL_MAX_INSIDE) {
-    atomic_fetch_sub_explicit (&v->inside, 1, memory_order_relaxed);
-    nanosleep (&(struct timespec) { .tv_nsec = 100 * 1000 }, NULL);
+  static _Atomic unsigned dealt;
+  static _Thread_local unsigned mine; /* this thread's door + 1, once dealt */
+
+  if (!mine)
+    mine = atomic_fetch_add_explicit (&dealt, 1, memory_order_relaxed) % HC_VOL_DOORS + 1;
+  for (unsigned tries = 0;; tries++) {
+    unsigned d = (mine - 1 + tries) % HC_VOL_DOORS;
+    if (atomic_fetch_add_explicit (&v->door[d].inside, 1, memory_order_acquire)
+        < HC_VOL_MAX_INSIDE / HC_VOL_DOORS)
+      return d;
+    atomic_fetch_sub_explicit (&v->door[d].inside, 1, memory_order_relaxed);
+    if (tries % HC_VOL_DOORS == HC_VOL_DOORS - 1) /* every door full: wait a little */
+      nanosleep (&(struct timespec) { .tv_nsec = 100 * 1000 }, NULL);
   }
 }
 

@@ -568,8 +568,8 @@ read_request (hc_volume *v, void *buf, size_t len, uint64_t off, const struct hc
 int
 hc_volume_read (hc_volume *v, void *buf, size_t len, uint64_t off, const struct hc_ioctx *ctx)
 {
-  hc_vol_enter (v);
+  unsigned door = hc_vol_enter (v);
   int rc = read_request (v, buf, len, off, ctx);
-  hc_vol_leave (v);
+  hc_vol_leave (v, door);
   return rc;
 }

@@ -668,9 +668,9 @@ int
 hc_volume_write (hc_volume *v, const void *buf, size_t len, uint64_t off, unsigned flags,
                  const struct hc_ioctx *ctx)
 {
-  hc_vol_enter (v);
+  unsigned door = hc_vol_enter (v);
   int rc = write_request (v, buf, len, off, flags, ctx);
-  hc_vol_leave (v);
+  hc_vol_leave (v, door);
   return rc;
 }
 
@@ -776,9 +776,9 @@ range_op (hc_volume *v, uint64_t off, uint64_t len, unsigned flags, const struct
 int
 hc_volume_discard (hc_volume *v, uint64_t off, uint64_t len, const struct hc_ioctx *ctx)
 {
-  hc_vol_enter (v);
+  unsigned door = hc_vol_enter (v);
   int rc = range_op (v, off, len, 0, ctx, false);
-  hc_vol_leave (v);
+  hc_vol_leave (v, door);
   return rc;
 }
 
@@ -788,9 +788,9 @@ hc_volume_zero (hc_volume *v, uint64_t off, uint64_t len, unsigned flags,
 {
   if (flags & ~(unsigned) HC_VOL_FUA)
     return -EINVAL;
-  hc_vol_enter (v);
+  unsigned door = hc_vol_enter (v);
   int rc = range_op (v, off, len, flags, ctx, true);
-  hc_vol_leave (v);
+  hc_vol_leave (v, door);
   return rc;
 }
 
