@@ -548,7 +548,10 @@ note_health (int rc)
   static _Atomic int logged;
   int now = hc_volume_degraded (vol);
 
-  if (atomic_exchange (&logged, now) != now) {
+  /* Read first: an exchange by every request of every thread would pass
+   * the word from CPU to CPU with each. */
+  if (atomic_load_explicit (&logged, memory_order_relaxed) != now
+      && atomic_exchange (&logged, now) != now) {
     if (now)
       nbdkit_error ("fast tier %s is failing writes (%s): the cache is degraded, writes and "
                     "read misses go to the slow tier until it takes writes again", cfg.fast,
