@@ -219,12 +219,12 @@ write_block (hc_volume *v, uint64_t blk, uint32_t boff, uint32_t blen, const uin
     v->dir.map.blk[c].meta = (v->dir.map.blk[c].meta | HC_M_WRITING) & ~HC_M_WB;
     if (p.to_slow)
       hc_dir_set_dirty (&v->dir, c, a.hint.cls);
-    pthread_mutex_unlock (&v->lock);
     if (bt && !bt->hold) {
       bt->e[bt->n++] = (struct deferred) { .c = c, .newc = c, .src = src, .a = a,
                                            .to_slow = p.to_slow, .commit_first = p.commit_first };
-      goto out;
+      goto out_locked;
     }
+    pthread_mutex_unlock (&v->lock);
     rc = hc_tier_write (v->fast, src, v->bs, fast_off (v, c), 0);
     hc_lock (&v->lock);
     v->dir.map.blk[c].meta &= ~HC_M_WRITING;
@@ -275,13 +275,12 @@ write_block (hc_volume *v, uint64_t blk, uint32_t boff, uint32_t blen, const uin
       unpin (v, c);
     }
   }
-  pthread_mutex_unlock (&v->lock);
 
   /* A plain copy-on-write of a whole block: the batch finishes it. */
   if (bt && !bt->hold && p.route == HC_WRITE_COPY && full) {
     bt->e[bt->n++] = (struct deferred) { .c = c, .newc = newc, .src = src, .a = a,
                                          .to_slow = p.to_slow, .commit_first = p.commit_first };
-    goto out;
+    goto out_locked;
   }
   /* A whole block for the slow tier alone (declined, written around, passed
    * through): the batch writes it with its neighbours. */
@@ -289,8 +288,9 @@ write_block (hc_volume *v, uint64_t blk, uint32_t boff, uint32_t blen, const uin
     bt->e[bt->n++] = (struct deferred) { .c = HC_NIL, .newc = HC_NIL, .src = src, .a = a,
                                          .to_slow = true, .commit_first = p.commit_first,
                                          .slow_pending = true };
-    goto out;
+    goto out_locked;
   }
+  pthread_mutex_unlock (&v->lock);
 
   /* Move: the new copy. */
   if (p.route == HC_WRITE_COPY) {
@@ -383,6 +383,7 @@ slow:
   }
 out:
   hc_lock (&v->lock);
+out_locked: /* a block left to the batch ends in the trip through the lock that decided it */
   hc_vol_commit_soon (v, commit_after);
   if (flags & HC_VOL_FUA)
     *commit_after = true;
