@@ -366,6 +366,42 @@ test_hints (void)
   CHECK (st.cls[HC_CLASS_JOURNAL].misses[0] == 1, "stream class");
   hc_stream_free (s);
   hc_volume_close (v);
+
+  /* The device's hint (background+dontneed) is the answer for I/O that
+   * says nothing, with or without a stream of its own; an I/O hint that
+   * names a class keeps the device's advice, and willneed overrides it.
+   * A fresh volume: no range hints. */
+  hc_tier_close (fast);
+  hc_tier_new_memory (FAST, &fast);
+  CHECK (hc_volume_format (fast, slow, &fo, why, sizeof why) == 0, "format: %s", why);
+  struct hc_open_opts dev = { .no_cleaner = true,
+                              .device_hint = { .cls = HC_CLASS_BACKGROUND,
+                                               .advice = HC_ADVICE_DONTNEED } };
+  CHECK (hc_volume_open (fast, slow, &dev, &v, why, sizeof why) == 0, "open: %s", why);
+  hc_stream *js;
+  CHECK (hc_stream_new (v, (struct hc_hint) { 0 }, &s) == 0
+         && hc_stream_new (v, (struct hc_hint) { .cls = HC_CLASS_JOURNAL }, &js) == 0, "streams");
+  struct hc_ioctx quiet = { .stream = s }, named = { .hint = { .cls = HC_CLASS_METADATA } },
+                  wanted = { .hint = { .advice = HC_ADVICE_WILLNEED } }, journal = { .stream = js };
+  CHECK (hc_volume_read (v, buf, 4 * 4096, 7 << 20, NULL) == 0
+         && hc_volume_read (v, buf, 4 * 4096, (7 << 20) + 65536, &quiet) == 0
+         && hc_volume_read (v, buf, 4 * 4096, (7 << 20) + 131072, &named) == 0
+         && hc_volume_read (v, buf, 4 * 4096, (7 << 20) + 196608, &wanted) == 0
+         && hc_volume_read (v, buf, 4 * 4096, (7 << 20) + 262144, &journal) == 0,
+         "reads under a device hint");
+  hc_volume_stats (v, &st);
+  const uint64_t *declined[] = { &st.cls[HC_CLASS_BACKGROUND].bypass[0][HC_BYPASS_ADVICE],
+                                 &st.cls[HC_CLASS_METADATA].bypass[0][HC_BYPASS_ADVICE],
+                                 &st.cls[HC_CLASS_JOURNAL].bypass[0][HC_BYPASS_ADVICE] };
+  CHECK (*declined[0] == 8 && *declined[1] == 4 && *declined[2] == 4,
+         "declined as the device advises: %llu unhinted (streamed or not), %llu metadata, %llu "
+         "journal (want 8, 4, 4)", (unsigned long long) *declined[0],
+         (unsigned long long) *declined[1], (unsigned long long) *declined[2]);
+  CHECK (hc_dir_find (&v->dir, ((7 << 20) + 196608) / BS) != HC_NIL
+         && hc_dir_find (&v->dir, (7 << 20) / BS) == HC_NIL, "willneed admitted, the rest not");
+  hc_stream_free (s);
+  hc_stream_free (js);
+  hc_volume_close (v);
   hc_tier_close (fast);
   hc_tier_close (slow);
 }
