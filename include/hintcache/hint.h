@@ -23,7 +23,6 @@
 #ifndef HINTCACHE_HINT_H
 #define HINTCACHE_HINT_H
 
-#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -78,14 +77,6 @@ struct hc_hint {
   uint8_t advice; /* enum hc_advice */
   uint16_t flags; /* enum hc_hint_flag bits */
 };
-
-/* True if a hint says nothing: no class, no advice, no flags (the hint
- * {0}, which every layer of the precedence rule passes over). */
-static inline bool
-hc_hint_empty (struct hc_hint h)
-{
-  return h.cls == HC_CLASS_UNCLASSIFIED && h.advice == HC_ADVICE_NONE && h.flags == 0;
-}
 
 /* The layers a hint can come from, highest precedence first. */
 enum hc_layer {
