@@ -15,6 +15,17 @@
 
 #include "hintcache/classes.h" /* struct hc_parse_error */
 
+#include "hintcache/hint.h"
+
+/* True if a hint says nothing: no class, no advice, no flags (the hint {0},
+ * which every layer of the precedence rule passes over).  Shared by the
+ * volume's resolution shortcut, the control server and the file-system map. */
+static inline bool
+hc_hint_empty (struct hc_hint h)
+{
+  return h.cls == HC_CLASS_UNCLASSIFIED && h.advice == HC_ADVICE_NONE && h.flags == 0;
+}
+
 /* A string builder over a caller's buffer.  Output is truncated to fit (and
  * always NUL-terminated when len > 0); `need` counts what the whole text
  * needs, like snprintf's return value. */

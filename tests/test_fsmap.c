@@ -49,6 +49,7 @@
 #include "hintcache/extents.h"
 #include "hintcache/hintcache.h"
 #include "test.h"
+#include "util.h" /* hc_hint_empty */
 
 static char tmpdir[96];
 static char tool[PATH_MAX + 32];
@@ -384,7 +385,7 @@ test_builder (void)
              "iter %d block %u: got %u/%u want %u/%u", iter, k, got.cls, got.advice, want[k].cls,
              want[k].advice);
     }
-    CHECK (hc_fsmap_hint_empty (hc_fsmap_lookup (&m, NB * BS)), "past the end");
+    CHECK (hc_hint_empty (hc_fsmap_lookup (&m, NB * BS)), "past the end");
     hc_fsmap_free (&m);
     hc_fsmap_builder_free (&b);
   }
@@ -423,7 +424,7 @@ server_apply (unsigned blocks[NB], struct hc_hint hb[NB], const struct hc_fsmap_
       if (o->kind == HC_FSMAP_UNADVISE)
         hb[k] = (struct hc_hint) { 0 };
       else {
-        CHECK (hc_fsmap_hint_empty (hb[k]), "op %zu: advise over a hint at block %" PRIu64, i, k);
+        CHECK (hc_hint_empty (hb[k]), "op %zu: advise over a hint at block %" PRIu64, i, k);
         hb[k] = o->hint;
       }
     }
@@ -605,7 +606,7 @@ test_diff_cases (void)
     ops.op[3].state = HC_FSMAP_OP_NOT_APPLIED;
     ops.op[4].state = HC_FSMAP_OP_NOT_APPLIED;
     CHECK (hc_fsmap_apply (&x, &ops, &z) == 0 && hc_fsmap_check (&z) == 0, "apply");
-    CHECK (hc_fsmap_hint_empty (hc_fsmap_lookup (&z, 5)), "refused advise: nothing there");
+    CHECK (hc_hint_empty (hc_fsmap_lookup (&z, 5)), "refused advise: nothing there");
     CHECK (hc_fsmap_hint_eq (hc_fsmap_lookup (&z, 25), HC_FSMAP_UNKNOWN)
            && hc_fsmap_hint_eq (hc_fsmap_lookup (&z, 39), HC_FSMAP_UNKNOWN), "unknown range");
     /* The next diff withdraws the unknown range before advising it. */

@@ -373,7 +373,7 @@ do_hint (hc_volume *v, char **word, enum hc_hint_source source, char *reply, siz
   if (parse_range (v, word[1], NULL, &off, NULL, reply, rlen) < 0)
     return 0;
   struct hc_hint h = hc_volume_range_hint (v, off);
-  if (h.cls == HC_CLASS_UNCLASSIFIED && h.advice == HC_ADVICE_NONE && h.flags == 0)
+  if (hc_hint_empty (h))
     snprintf (text, sizeof text, "%s", hc_class_name (HC_CLASS_UNCLASSIFIED));
   else if (hc_hint_format (h, text, sizeof text) < 0) {
     reply_error (reply, rlen, EIO, "the stored hint is invalid");

@@ -69,12 +69,6 @@ hc_vol_evictable (void *arg, uint32_t c)
   return !(v->dir.map.blk[c].meta & HC_M_DIRTY) && !hc_vol_busy (v, c);
 }
 
-static inline bool
-hint_empty (struct hc_hint h)
-{
-  return h.cls == HC_CLASS_UNCLASSIFIED && h.advice == HC_ADVICE_NONE && h.flags == 0;
-}
-
 struct hc_hint
 hc_vol_resolve (hc_volume *v, uint64_t blk, const struct hc_ioctx *ctx)
 {
@@ -82,8 +76,8 @@ hc_vol_resolve (hc_volume *v, uint64_t blk, const struct hc_ioctx *ctx)
 
   /* Most I/O says nothing of itself: the device's hint is the answer. */
   if (!v->ranges.n
-      && (!ctx || (hint_empty (ctx->hint) && hint_empty (ctx->process)
-                   && (!ctx->stream || hint_empty (ctx->stream->hint)))))
+      && (!ctx || (hc_hint_empty (ctx->hint) && hc_hint_empty (ctx->process)
+                   && (!ctx->stream || hc_hint_empty (ctx->stream->hint)))))
     return v->device_hint;
   if (ctx) {
     layer[HC_LAYER_IO] = ctx->hint;

@@ -26,11 +26,6 @@ hc_fsmap_hint_eq (struct hc_hint a, struct hc_hint b)
   return a.cls == b.cls && a.advice == b.advice && a.flags == b.flags;
 }
 
-bool
-hc_fsmap_hint_empty (struct hc_hint h)
-{
-  return h.cls == 0 && h.advice == 0 && h.flags == 0;
-}
 
 void
 hc_fsmap_free (struct hc_fsmap *m)
@@ -47,7 +42,7 @@ hc_fsmap_free (struct hc_fsmap *m)
 static int
 emit (struct hc_fsmap *m, uint64_t start, uint64_t end, struct hc_hint hint)
 {
-  if (start >= end || hc_fsmap_hint_empty (hint))
+  if (start >= end || hc_hint_empty (hint))
     return 0;
   if (m->n > 0) {
     struct hc_fsmap_range *last = &m->r[m->n - 1];
@@ -85,7 +80,7 @@ hc_fsmap_check (const struct hc_fsmap *m)
 {
   for (size_t i = 0; i < m->n; i++) {
     const struct hc_fsmap_range *r = &m->r[i];
-    if (r->start >= r->end || hc_fsmap_hint_empty (r->hint))
+    if (r->start >= r->end || hc_hint_empty (r->hint))
       return -EINVAL;
     if (i > 0) {
       const struct hc_fsmap_range *p = &m->r[i - 1];
@@ -340,13 +335,13 @@ hc_fsmap_diff (const struct hc_fsmap *old, const struct hc_fsmap *new, struct hc
       m++;
     /* Withdraw what had a hint, touching pieces as one. */
     for (size_t x = k; x < m && rc == 0;) {
-      if (hc_fsmap_hint_empty (c[x].old)) {
+      if (hc_hint_empty (c[x].old)) {
         x++;
         continue;
       }
       uint64_t s = c[x].start;
-      while (x < m && !hc_fsmap_hint_empty (c[x].old)) {
-        if (hc_fsmap_hint_empty (c[x].new))
+      while (x < m && !hc_hint_empty (c[x].old)) {
+        if (hc_hint_empty (c[x].new))
           out->withdrawn_bytes += c[x].end - c[x].start;
         x++;
       }
@@ -354,7 +349,7 @@ hc_fsmap_diff (const struct hc_fsmap *old, const struct hc_fsmap *new, struct hc
     }
     /* Then advise what gets a hint, touching pieces of one hint as one. */
     for (size_t x = k; x < m && rc == 0;) {
-      if (hc_fsmap_hint_empty (c[x].new)) {
+      if (hc_hint_empty (c[x].new)) {
         x++;
         continue;
       }
@@ -410,7 +405,7 @@ fold (struct hc_hint h, const struct hc_fsmap_op *o)
     return h;
   if (o->kind == HC_FSMAP_UNADVISE)
     return (struct hc_hint) { 0 };
-  if (hc_fsmap_hint_empty (h) || hc_fsmap_hint_eq (h, o->hint))
+  if (hc_hint_empty (h) || hc_fsmap_hint_eq (h, o->hint))
     return o->hint;
   return HC_FSMAP_UNKNOWN;
 }
