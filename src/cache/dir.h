@@ -123,6 +123,24 @@ hc_dir_find (const struct hc_directory *d, uint64_t origin)
   return hc_map_lookup (&d->map, origin);
 }
 
+/* The block holding origin, where prev holds origin − 1 (or is HC_NIL):
+ * prev + 1 when that holds it — a run of blocks admitted together sits in
+ * consecutive cache blocks, and a valid entry naming origin is the only one
+ * (hc_map_insert), so its entry alone says so — else the lookup.  Saves a
+ * run's hash probes, whose buckets lie far apart. */
+static inline uint32_t
+hc_dir_find_next (const struct hc_directory *d, uint64_t origin, uint32_t prev)
+{
+  const uint32_t c = prev + 1; /* for HC_NIL, block 0: a guess as good as any */
+
+  if (c < d->map.n) {
+    const uint64_t w = d->map.blk[c].meta;
+    if ((w & HC_M_VALID) && hc_meta_origin (w) == origin)
+      return c;
+  }
+  return hc_map_lookup (&d->map, origin);
+}
+
 /* An access: returns the block holding a->origin (a hit: counted, and the
  * policy told) or HC_NIL (a miss: counted). */
 uint32_t hc_dir_access (struct hc_directory *d, const struct hc_access *a);

@@ -39,6 +39,7 @@
  * multiply-shift, which spreads any count evenly), and the tag from its
  * lowest bits, so they are independent.
  */
+#include <assert.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -222,6 +223,9 @@ hc_map_insert (struct hc_map *m, uint32_t c, uint64_t origin, unsigned cls, bool
   const bool first = o1 <= o2 && o1 < BUCKET;
   uint32_t b = first ? w.b1 : w.b2;
   unsigned o = first ? o1 : o2;
+
+  /* One entry per origin: hc_dir_find_next relies on it. */
+  assert (hc_map_lookup (m, origin) == HC_NIL);
 
   m->blk[c].meta = (origin & HC_M_ORIGIN_MASK) | (uint64_t) cls << HC_M_CLASS_SHIFT | HC_M_VALID
                | (dirty ? HC_M_DIRTY : 0);

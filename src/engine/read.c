@@ -230,10 +230,10 @@ read_hits (hc_volume *v, uint64_t blk, unsigned n, uint8_t *dst, struct req *r)
     hc_map_prefetch (&v->dir.map, blk + i);
   hc_lock (&v->lock);
   hc_vol_req_start (v, r);
-  for (; k < n && v->mode != HC_MODE_PASSTHROUGH; k++) {
+  for (uint32_t c = HC_NIL; k < n && v->mode != HC_MODE_PASSTHROUGH; k++) {
     if (k + AHEAD < n)
       hc_map_prefetch (&v->dir.map, blk + k + AHEAD);
-    uint32_t c = hc_dir_find (&v->dir, blk + k);
+    c = hc_dir_find_next (&v->dir, blk + k, c);
     if (c == HC_NIL || (v->dir.map.blk[c].meta & HC_M_WRITING))
       break;
     struct hc_access a = { .origin = blk + k, .hint = hc_vol_resolve (v, blk + k, r->ctx),
@@ -568,6 +568,8 @@ read_request (hc_volume *v, void *buf, size_t len, uint64_t off, const struct hc
 int
 hc_volume_read (hc_volume *v, void *buf, size_t len, uint64_t off, const struct hc_ioctx *ctx)
 {
+  /* The first block's buckets load while the door lets us in. */
+  hc_map_prefetch (&v->dir.map, off >> v->bshift);
   unsigned door = hc_vol_enter (v);
   int rc = read_request (v, buf, len, off, ctx);
   hc_vol_leave (v, door);
