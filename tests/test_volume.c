@@ -1511,6 +1511,93 @@ test_chosen_class_rule (void)
   hc_classes_free (t);
 }
 
+/* The metadata's flash (stats.meta_flash_bytes): every fast-tier write
+ * below the data area, in the 4 KiB pages it touches, counted as a hook on
+ * the tier counts it; kept across a close; and spent from the flash budget
+ * beside the data. */
+static uint64_t meta_pages_seen, meta_data_off = UINT64_MAX;
+
+static int
+count_meta (void *arg, enum hook_op op, uint64_t off, uint64_t len, bool after, int rc)
+{
+  (void) arg;
+  if (after && rc == 0 && op == HOOK_WRITE && len && off < meta_data_off)
+    meta_pages_seen += (off + len - 1) / 4096 - off / 4096 + 1;
+  return 0;
+}
+
+static void
+test_meta_flash (void)
+{
+  hc_tier *mem, *fast, *slow;
+  struct hc_format_opts fo = { .mode = HC_MODE_WRITEBACK };
+  struct hc_open_opts ro = { .read_only = true };
+  struct hc_volume_info info;
+  struct hc_stats st;
+  hc_volume *v;
+  char why[200];
+
+  hc_tier_new_memory (FAST, &mem);
+  hc_tier_new_memory (SLOW, &slow);
+  memset (model, 0, SLOW);
+  CHECK (hc_volume_format (mem, slow, &fo, why, sizeof why) == 0, "format: %s", why);
+  CHECK (hc_volume_open (mem, slow, &ro, &v, why, sizeof why) == 0, "open: %s", why);
+  hc_volume_get_info (v, &info);
+  CHECK (hc_volume_close (v) == 0, "close");
+  meta_data_off = info.data_off;
+  CHECK (hook_new (mem, count_meta, NULL, &fast) == 0, "hook");
+
+  v = open_vol (fast, slow, false);
+  exercise (v, 3000, SLOW);
+  for (uint64_t i = 0; i < 20; i++) { /* range records in the journal */
+    struct hc_hint h = { .cls = HC_CLASS_METADATA };
+    CHECK (hc_volume_advise (v, i * 3 * BS, BS, h) == 0 && hc_volume_flush (v) == 0, "advise");
+  }
+  CHECK (hc_volume_clean (v) == 0, "clean");
+  hc_volume_stats (v, &st);
+  CHECK (meta_pages_seen > 20, "metadata written: %llu pages", (unsigned long long) meta_pages_seen);
+  CHECK_EQ (st.meta_flash_bytes, meta_pages_seen * 4096, "counted as the tier saw it");
+  const uint64_t before = st.meta_flash_bytes;
+  CHECK (hc_volume_close (v) == 0, "close");
+  v = open_vol (fast, slow, false);
+  hc_volume_stats (v, &st);
+  CHECK (st.meta_flash_bytes > before && st.meta_flash_bytes <= meta_pages_seen * 4096,
+         "kept across the close: %llu after, %llu before, %llu written in all",
+         (unsigned long long) st.meta_flash_bytes, (unsigned long long) before,
+         (unsigned long long) (meta_pages_seen * 4096));
+  CHECK (hc_volume_close (v) == 0, "close");
+  hc_tier_close (fast);
+
+  /* A budget of 64 KiB a minute, spent by metadata alone: one block read
+   * (the budget's first look), then range hints, each committed; the next
+   * read miss is refused (second touch), as after as many data writes. */
+  hc_tier_close (mem);
+  hc_tier_new_memory (FAST, &mem);
+  CHECK (hc_volume_format (mem, slow, &fo, why, sizeof why) == 0, "format: %s", why);
+  struct hc_open_opts bo = { .no_cleaner = true, .flash_budget = 1440u * 65536 };
+  static uint8_t got[BS];
+  CHECK (hc_volume_open (mem, slow, &bo, &v, why, sizeof why) == 0, "open: %s", why);
+  CHECK (hc_volume_read (v, got, BS, 0, NULL) == 0, "read");
+  for (uint64_t i = 0; i < 40; i++) {
+    struct hc_hint h = { .cls = HC_CLASS_METADATA };
+    CHECK (hc_volume_advise (v, (i * 3 + 100) * BS, BS, h) == 0 && hc_volume_flush (v) == 0,
+           "advise");
+  }
+  CHECK (hc_volume_read (v, got, BS, BS, NULL) == 0, "read");
+  hc_volume_stats (v, &st);
+  uint64_t data = 0;
+  for (unsigned c = 0; c < HC_CLASS_COUNT; c++)
+    data += st.cls[c].flash_bytes_written;
+  CHECK (data == BS && st.meta_flash_bytes > 2 * 65536, "data %llu, metadata %llu bytes",
+         (unsigned long long) data, (unsigned long long) st.meta_flash_bytes);
+  CHECK_EQ (st.cls[0].blocks, 1, "the second read was refused: %llu cached",
+            (unsigned long long) st.cls[0].blocks);
+  CHECK (st.hint_effects & HC_FX_TOUCH, "the budget turned second touch on");
+  CHECK (hc_volume_close (v) == 0, "close");
+  hc_tier_close (mem);
+  hc_tier_close (slow);
+}
+
 int
 main (void)
 {
@@ -1535,5 +1622,6 @@ main (void)
   test_writeback_flushes_its_own ();
   test_sustained_writes ();
   test_paced_cleaning ();
+  test_meta_flash ();
   return test_exit ("test_volume");
 }

@@ -362,6 +362,7 @@ json_stats_members (struct json *j, const struct hc_stats *st, bool stats)
     json_kv_uint (j, "checksum_errors", st->errors_checksum);
     json_kv_bits (j, "hint_effects", st->hint_effects, hc_effect_name);
     json_kv_uint (j, "effect_changes", st->effect_changes);
+    json_kv_uint (j, "meta_flash_bytes", st->meta_flash_bytes);
   }
   json_key (j, "classes");
   json_object_begin (j);
@@ -406,6 +407,8 @@ print_stats_text (const struct hc_stats *st)
   printf ("commits %" PRIu64 ", flushes %" PRIu64 ", prefetched %" PRIu64 ", fast-tier errors %"
           PRIu64 ", checksum errors %" PRIu64 "\n", st->commits, st->flushes, st->prefetched,
           st->errors_fast, st->errors_checksum);
+  printf ("metadata's flash: %.1f MiB (journal, checkpoints, superblocks, in whole 4 KiB "
+          "pages)\n", st->meta_flash_bytes / 1048576.0);
   printf ("hint effects in force:");
   const char *sep = " ";
   for (unsigned i = 0; hc_effect_name (i); i++)
@@ -505,6 +508,9 @@ print_stats_prometheus (const struct hc_stats *st, const char *volume)
     { "hint_effect_changes_total", "counter",
       "Times the cache's evidence changed the hint effects in force (since open).",
       st->effect_changes },
+    { "meta_flash_bytes_total", "counter",
+      "Flash worn by metadata (journal, checkpoints, superblocks), in whole 4 KiB pages.",
+      st->meta_flash_bytes },
   };
 
   for (size_t m = 0; m < sizeof per_op / sizeof per_op[0]; m++) {

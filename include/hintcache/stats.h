@@ -95,6 +95,12 @@ struct hc_stats {
                              * returned EIO) */
   uint64_t hint_effects;    /* enum hc_effect bits in force now (a gauge) */
   uint64_t effect_changes;  /* times the evidence changed them since open */
+  uint64_t meta_flash_bytes; /* the metadata's share of the flash's wear: the fast
+                              * tier's journal, checkpoint and superblock writes,
+                              * each counted as the whole 4 KiB pages it touches
+                              * (flash programs a page at a time: a 512-byte
+                              * journal write wears 4 KiB).  Beside the classes'
+                              * flash_bytes_written, the flash budget counts it */
 };
 
 /* Returns the name of a bypass reason ("sequential"), or NULL. */

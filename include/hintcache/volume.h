@@ -114,7 +114,8 @@ struct hc_open_opts {
                                remembers it, for fewer flash writes at the cost
                                of a miss per block read twice; hintaware only
                                (-ENOTSUP for other policies) */
-  uint64_t flash_budget;    /* flash bytes per day (0: none): while the cache
+  uint64_t flash_budget;    /* flash bytes per day (0: none), data and
+                               metadata (hc_stats.meta_flash_bytes): while the cache
                                writes flash faster (a bucket of a minute's
                                budget, empty), read misses are promoted on the
                                second touch as above and write misses go to

@@ -19,6 +19,20 @@
 
 #include "meta.h"
 
+#define FLASH_PAGE 4096u
+
+int
+hc_meta_flash_write (hc_volume *v, const void *buf, size_t len, uint64_t off, unsigned flags)
+{
+  int rc = hc_tier_write (v->fast, buf, len, off, flags);
+
+  if (rc == 0 && len) {
+    uint64_t pages = (off + len - 1) / FLASH_PAGE - off / FLASH_PAGE + 1;
+    atomic_fetch_add_explicit (&v->meta_flash, pages * FLASH_PAGE, memory_order_relaxed);
+  }
+  return rc;
+}
+
 /* The record of a change already made in RAM cannot be kept (no memory):
  * RAM is ahead of what any commit can make durable, so the volume fails as
  * after a failed commit (hc_meta_commit) — writes, flushes and close return
@@ -122,7 +136,7 @@ hc_meta_write_sb (hc_volume *v, bool clean)
   /* A, then B: a cut between them leaves one old and one new copy, each
    * whole and each naming a checkpoint copy that is intact. */
   for (unsigned k = 0; k < 2 && rc == 0; k++)
-    rc = hc_tier_write (v->fast, s, sizeof s, k * HC_FMT_SB_SLOT, HC_TIER_FUA);
+    rc = hc_meta_flash_write (v, s, sizeof s, k * HC_FMT_SB_SLOT, HC_TIER_FUA);
   if (rc == 0) {
     /* Only what changes: other threads read the rest without a lock. */
     v->sb.generation = sb.generation;
@@ -248,15 +262,15 @@ write_checkpoint (hc_volume *v, const struct ckpt *ck)
     uint64_t j = i + 1;
     while (j < ck->n && ck->index[j] == ck->index[j - 1] + 1 && j - i < HC_META_IO_CHUNK / HC_FMT_SECTOR)
       j++;
-    rc = hc_tier_write (v->fast, ck->table + i * HC_FMT_SECTOR, (j - i) * HC_FMT_SECTOR,
+    rc = hc_meta_flash_write (v, ck->table + i * HC_FMT_SECTOR, (j - i) * HC_FMT_SECTOR,
                         table + ck->index[i] * HC_FMT_SECTOR, 0);
     i = j;
   }
   if (rc == 0 && ck->ranges)
-    rc = hc_tier_write (v->fast, ck->ranges, v->sb.range_sectors * HC_FMT_SECTOR,
+    rc = hc_meta_flash_write (v, ck->ranges, v->sb.range_sectors * HC_FMT_SECTOR,
                         hc_sb_copy_off (&v->sb, v->sb.range_off, ck->copy), 0);
   if (rc == 0)
-    rc = hc_tier_write (v->fast, ck->stats, HC_FMT_STATS_SECTORS * HC_FMT_SECTOR,
+    rc = hc_meta_flash_write (v, ck->stats, HC_FMT_STATS_SECTORS * HC_FMT_SECTOR,
                         hc_sb_copy_off (&v->sb, v->sb.stats_off, ck->copy), 0);
   return rc;
 }
@@ -285,9 +299,9 @@ write_journal (hc_volume *v, const uint8_t *recs, size_t nrec, uint64_t seq, uin
   }
   /* At most two runs (the ring may wrap), then one flush for both. */
   uint64_t first_run = J - pos < nsect ? J - pos : nsect;
-  rc = hc_tier_write (v->fast, buf, first_run * HC_FMT_SECTOR, (base + pos) * HC_FMT_SECTOR, 0);
+  rc = hc_meta_flash_write (v, buf, first_run * HC_FMT_SECTOR, (base + pos) * HC_FMT_SECTOR, 0);
   if (rc == 0 && nsect > first_run)
-    rc = hc_tier_write (v->fast, buf + first_run * HC_FMT_SECTOR,
+    rc = hc_meta_flash_write (v, buf + first_run * HC_FMT_SECTOR,
                         (nsect - first_run) * HC_FMT_SECTOR, base * HC_FMT_SECTOR, 0);
   if (rc == 0)
     rc = hc_tier_flush (v->fast);

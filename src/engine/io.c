@@ -225,7 +225,7 @@ hc_vol_req_start (hc_volume *v, struct req *r)
   if (t - v->last_io_ns >= 1000000)
     v->last_io_ns = t;
   if (v->budget.per_day) {
-    uint64_t flash = 0;
+    uint64_t flash = atomic_load_explicit (&v->meta_flash, memory_order_relaxed);
     for (unsigned c = 0; c < HC_CLASS_COUNT; c++)
       flash += v->dir.stats.cls[c].flash_bytes_written;
     hc_dir_follow_budget (&v->dir, &v->budget, v->last_io_ns, flash);

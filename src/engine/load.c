@@ -73,6 +73,7 @@ stats_walk (struct hc_stats *st, uint64_t *flat, bool to_flat)
   X (st->prefetched);
   X (st->errors_fast);
   X (st->errors_checksum);
+  X (st->meta_flash_bytes); /* 0 in a volume written before it was counted */
 #undef X
   return n;
 }
@@ -84,7 +85,9 @@ hc_meta_encode_stats (hc_volume *v, unsigned copy, uint8_t *buf)
 {
   const uint64_t lba0 = hc_sb_copy_off (&v->sb, v->sb.stats_off, copy) / HC_FMT_SECTOR;
   uint64_t flat[STATS_MAX] = { 0 };
-  unsigned n = stats_walk (&v->dir.stats, flat, true);
+  struct hc_stats st = v->dir.stats;
+  st.meta_flash_bytes = atomic_load_explicit (&v->meta_flash, memory_order_relaxed);
+  unsigned n = stats_walk (&st, flat, true);
 
   memset (buf, 0, HC_FMT_STATS_SECTORS * HC_FMT_SECTOR);
   for (unsigned i = 0; i < n; i++)
@@ -432,6 +435,7 @@ hc_meta_load (hc_volume *v, char *why, size_t whylen)
                       HC_FMT_STATS_SECTORS, 0, visit_stats, flat, L.rep ? sbad : NULL, why, whylen);
     if (rc == 0 && !sbad[0])
       stats_walk (&v->dir.stats, flat, false);
+    atomic_store_explicit (&v->meta_flash, v->dir.stats.meta_flash_bytes, memory_order_relaxed);
   }
   if (rc == 0 && L.rep) {
     L.rep->stats_reset = sbad[0] != 0;

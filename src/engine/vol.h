@@ -261,6 +261,9 @@ struct hc_volume {
    * one that needs one (NULL while a request holds it, or before any). */
   _Atomic (uint8_t *) spare_bounce;
   uint64_t degraded_events;    /* times the volume became degraded */
+  /* stats.meta_flash_bytes, live: metadata writes happen under the commit
+   * lock, not the volume lock (hc_meta_flash_write). */
+  _Atomic uint64_t meta_flash;
 };
 
 /* ---- meta.c, format.c, load.c, commit.c ---- */
@@ -334,6 +337,11 @@ void hc_meta_record_range (hc_volume *v, uint64_t start, uint64_t end, bool with
 /* Commits the journal buffer (and checkpoints if asked or needed); see
  * format.h.  Takes commit_lock and lock itself. */
 int hc_meta_commit (hc_volume *v, bool checkpoint);
+
+/* Writes metadata (len bytes of buf at off) to the fast tier, as
+ * hc_tier_write does, and on success counts the whole 4 KiB flash pages it
+ * touches in meta_flash (any thread; commit.c's writes hold commit_lock). */
+int hc_meta_flash_write (hc_volume *v, const void *buf, size_t len, uint64_t off, unsigned flags);
 
 /* Writes the superblock (next generation, other slot) with the current mode
  * and replay position, FUA.  Caller holds commit_lock. */

@@ -424,6 +424,7 @@ hc_volume_stats (hc_volume *v, struct hc_stats *out)
   hc_lock (&v->lock);
   hc_dir_stats (&v->dir, out);
   pthread_mutex_unlock (&v->lock);
+  out->meta_flash_bytes = atomic_load_explicit (&v->meta_flash, memory_order_relaxed);
   return 0;
 }
 
