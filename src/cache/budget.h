@@ -7,10 +7,10 @@
  * minute of it and starts full; every byte written to flash (fills, write
  * admissions, write hits, and the volume's metadata — its journal,
  * checkpoints and superblocks, in the whole 4 KiB pages each write touches:
- * the caller's running total) takes one out, and time puts the rate back.  When it is empty, the cache spares its flash:
- * blocks read once are not cached (second touch), and write misses go to
- * the slow tier alone, as in write-around; when it is half full again,
- * both end.  Write hits still rewrite their cached copies (the copy is
+ * the caller's running total) takes one out, and time puts the rate back.
+ * When it is empty, the cache spares its flash: blocks read once are not
+ * cached (second touch), and write misses go to the slow tier alone, as in
+ * write-around; when it is half full again, both end.  Write hits still rewrite their cached copies (the copy is
  * the newest data in write-back), so a workload whose write hits alone
  * exceed the budget exceeds it.
  *

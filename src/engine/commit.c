@@ -19,7 +19,7 @@
 
 #include "meta.h"
 
-#define FLASH_PAGE 4096u
+#define FLASH_PAGE 4096u /* what a flash device programs at once, at least */
 
 int
 hc_meta_flash_write (hc_volume *v, const void *buf, size_t len, uint64_t off, unsigned flags)
@@ -263,15 +263,15 @@ write_checkpoint (hc_volume *v, const struct ckpt *ck)
     while (j < ck->n && ck->index[j] == ck->index[j - 1] + 1 && j - i < HC_META_IO_CHUNK / HC_FMT_SECTOR)
       j++;
     rc = hc_meta_flash_write (v, ck->table + i * HC_FMT_SECTOR, (j - i) * HC_FMT_SECTOR,
-                        table + ck->index[i] * HC_FMT_SECTOR, 0);
+                              table + ck->index[i] * HC_FMT_SECTOR, 0);
     i = j;
   }
   if (rc == 0 && ck->ranges)
     rc = hc_meta_flash_write (v, ck->ranges, v->sb.range_sectors * HC_FMT_SECTOR,
-                        hc_sb_copy_off (&v->sb, v->sb.range_off, ck->copy), 0);
+                              hc_sb_copy_off (&v->sb, v->sb.range_off, ck->copy), 0);
   if (rc == 0)
     rc = hc_meta_flash_write (v, ck->stats, HC_FMT_STATS_SECTORS * HC_FMT_SECTOR,
-                        hc_sb_copy_off (&v->sb, v->sb.stats_off, ck->copy), 0);
+                              hc_sb_copy_off (&v->sb, v->sb.stats_off, ck->copy), 0);
   return rc;
 }
 
@@ -302,7 +302,7 @@ write_journal (hc_volume *v, const uint8_t *recs, size_t nrec, uint64_t seq, uin
   rc = hc_meta_flash_write (v, buf, first_run * HC_FMT_SECTOR, (base + pos) * HC_FMT_SECTOR, 0);
   if (rc == 0 && nsect > first_run)
     rc = hc_meta_flash_write (v, buf + first_run * HC_FMT_SECTOR,
-                        (nsect - first_run) * HC_FMT_SECTOR, base * HC_FMT_SECTOR, 0);
+                              (nsect - first_run) * HC_FMT_SECTOR, base * HC_FMT_SECTOR, 0);
   if (rc == 0)
     rc = hc_tier_flush (v->fast);
   free (buf);

@@ -62,7 +62,6 @@ struct hc_fsmap {
 /* True if two hints are the same value (class, advice and flags). */
 bool hc_fsmap_hint_eq (struct hc_hint a, struct hc_hint b);
 
-
 /* Frees a map's array and empties it (NULL is allowed). */
 void hc_fsmap_free (struct hc_fsmap *m);
 

@@ -26,7 +26,6 @@ hc_fsmap_hint_eq (struct hc_hint a, struct hc_hint b)
   return a.cls == b.cls && a.advice == b.advice && a.flags == b.flags;
 }
 
-
 void
 hc_fsmap_free (struct hc_fsmap *m)
 {
