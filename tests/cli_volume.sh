@@ -59,6 +59,7 @@ m=$(echo "$out" | jq .meta_flash_bytes)
 [ "$m" -gt 0 ] && [ $((m % 4096)) = 0 ] || fail "metadata's flash: $out"
 expect_status 0 "$hc" stats "$f"
 contains "$out" "hint effects in force: probation, reinsertion (changed 0 times" "stats text names the effects"
+contains "$out" "metadata's flash: " "stats text gives the metadata's flash"
 expect_status 0 "$hc" io "$f" advise 0 1M background+dontneed
 expect_status 0 "$hc" io "$f" mode writethrough
 expect_status 0 "$hc" info "$f"

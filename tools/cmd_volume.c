@@ -407,7 +407,7 @@ print_stats_text (const struct hc_stats *st)
   printf ("commits %" PRIu64 ", flushes %" PRIu64 ", prefetched %" PRIu64 ", fast-tier errors %"
           PRIu64 ", checksum errors %" PRIu64 "\n", st->commits, st->flushes, st->prefetched,
           st->errors_fast, st->errors_checksum);
-  printf ("metadata's flash: %.1f MiB (journal, checkpoints, superblocks, in whole 4 KiB "
+  printf ("metadata's flash: %.2f MiB (journal, checkpoints, superblocks, in whole 4 KiB "
           "pages)\n", st->meta_flash_bytes / 1048576.0);
   printf ("hint effects in force:");
   const char *sep = " ";
