@@ -1000,6 +1000,46 @@ test_deferred_and_dirty (void)
   }
 }
 
+/* hc_dir_holds and hc_dir_find_next read an entry instead of the hash:
+ * they must agree with the lookup for every block, whatever became of it
+ * (mapped, evicted to pending, invalidated, relocated, reused), and for
+ * every guess, the last block's included. */
+static void
+test_holds (void)
+{
+  struct hc_directory d;
+  unsigned wrong = 0, checks = 0;
+
+  for (unsigned p = 0; p < HC_POLICY_COUNT; p++) {
+    hc_dir_init (&d, 64, p, NULL, false);
+    rng = 11 + p;
+    for (unsigned i = 0; i < 20000; i++) {
+      uint64_t o = skewed (400);
+      uint32_t c = hc_dir_find (&d, o);
+      if (c != HC_NIL && i % 7 == 0)
+        hc_dir_invalidate (&d, c);
+      else if (c != HC_NIL && i % 11 == 0 && d.map.free.count) {
+        uint32_t to = hc_dir_take_free (&d);
+        hc_dir_relocate (&d, c, to);
+        hc_dir_release_pending (&d, NULL, NULL);
+      } else
+        access1 (&d, o, (struct hc_hint) { 0 }, i % 3 == 0);
+      if (i % 97)
+        continue;
+      for (uint32_t b = 0; b < d.map.n; b++) {
+        const uint64_t mine = hc_meta_origin (d.map.blk[b].meta), other = skewed (400);
+        wrong += hc_dir_holds (&d, b, mine) != (hc_dir_find (&d, mine) == b);
+        wrong += hc_dir_holds (&d, b, other) != (hc_dir_find (&d, other) == b);
+        wrong += hc_dir_find_next (&d, mine, b == 0 ? HC_NIL : b - 1) != hc_dir_find (&d, mine);
+        wrong += hc_dir_find_next (&d, other, b) != hc_dir_find (&d, other);
+        checks += 4;
+      }
+    }
+    hc_dir_fini (&d);
+  }
+  CHECK (wrong == 0, "an entry says what the lookup says (%u of %u checks differ)", wrong, checks);
+}
+
 static void
 test_journal_demoted_after_writeback (void)
 {
@@ -1353,6 +1393,7 @@ main (void)
   test_hint_weighed_by_requests ();
   test_hint_weighed_by_time ();
   test_deferred_and_dirty ();
+  test_holds ();
   test_victim_past_dirty ();
   test_probation_off_drains ();
   test_reinsertion ();

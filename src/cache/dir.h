@@ -39,6 +39,9 @@
 #ifndef HC_CACHE_DIR_H
 #define HC_CACHE_DIR_H
 
+#include <assert.h>
+#include <stdbool.h>
+
 #include "hintcache/classes.h"
 #include "hintcache/stats.h"
 #include "map.h"
@@ -123,22 +126,31 @@ hc_dir_find (const struct hc_directory *d, uint64_t origin)
   return hc_map_lookup (&d->map, origin);
 }
 
+/* Whether cache block c (< n) holds origin: hc_dir_find (d, origin) == c,
+ * read from c's entry alone.  A valid entry naming an origin is the only
+ * one (hc_map_insert), so the entry says so without the hash probe, whose
+ * buckets lie far apart and which a large request's data has long pushed
+ * out of the CPU's caches by the time it checks its blocks again. */
+static inline bool
+hc_dir_holds (const struct hc_directory *d, uint32_t c, uint64_t origin)
+{
+  const uint64_t w = d->map.blk[c].meta;
+  const bool holds = (w & HC_M_VALID) && hc_meta_origin (w) == origin;
+
+  assert (holds == (hc_map_lookup (&d->map, origin) == c));
+  return holds;
+}
+
 /* The block holding origin, where prev holds origin − 1 (or is HC_NIL):
- * prev + 1 when that holds it — a run of blocks admitted together sits in
- * consecutive cache blocks, and a valid entry naming origin is the only one
- * (hc_map_insert), so its entry alone says so — else the lookup.  Saves a
- * run's hash probes, whose buckets lie far apart. */
+ * prev + 1 when that holds it (a run of blocks admitted together sits in
+ * consecutive cache blocks), else the lookup.  Saves a run's hash
+ * probes. */
 static inline uint32_t
 hc_dir_find_next (const struct hc_directory *d, uint64_t origin, uint32_t prev)
 {
   const uint32_t c = prev + 1; /* for HC_NIL, block 0: a guess as good as any */
 
-  if (c < d->map.n) {
-    const uint64_t w = d->map.blk[c].meta;
-    if ((w & HC_M_VALID) && hc_meta_origin (w) == origin)
-      return c;
-  }
-  return hc_map_lookup (&d->map, origin);
+  return c < d->map.n && hc_dir_holds (d, c, origin) ? c : hc_map_lookup (&d->map, origin);
 }
 
 /* An access: returns the block holding a->origin (a hit: counted, and the

@@ -158,7 +158,7 @@ wb_settle (hc_volume *v, struct wb_pending *pend)
     const uint64_t origin = pend->b[i].origin;
     const bool held = rc == 0 && stripe_trywrlock (v, origin) == 0;
     hc_lock (&v->lock);
-    if (hc_dir_find (&v->dir, origin) == c && (v->dir.map.blk[c].meta & HC_M_WB)) {
+    if (hc_dir_holds (&v->dir, c, origin) && (v->dir.map.blk[c].meta & HC_M_WB)) {
       v->dir.map.blk[c].meta &= ~HC_M_WB;
       if (held) {
         v->cleaned++;
@@ -498,7 +498,7 @@ writeback_run (hc_volume *v, const struct cand *cand, size_t n, bool try, long *
   hc_lock (&v->lock);
   for (; m < k; m++) {
     uint32_t c = cand[m].c;
-    if (hc_dir_find (&v->dir, cand[m].origin) != c || !(v->dir.map.blk[c].meta & HC_M_DIRTY)
+    if (!hc_dir_holds (&v->dir, c, cand[m].origin) || !(v->dir.map.blk[c].meta & HC_M_DIRTY)
         || hc_vol_unmap_pending (v, cand[m].origin))
       break;
   }
@@ -602,7 +602,7 @@ writeback_one (hc_volume *v, uint32_t c, bool try, struct wb_pending *pend)
       stripe_wrlock (v, blk);
     }
     hc_lock (&v->lock);
-    if (hc_dir_find (&v->dir, blk) != c || !(v->dir.map.blk[c].meta & HC_M_DIRTY)) {
+    if (!hc_dir_holds (&v->dir, c, blk) || !(v->dir.map.blk[c].meta & HC_M_DIRTY)) {
       pthread_mutex_unlock (&v->lock);
       pthread_rwlock_unlock (stripe (v, blk));
       return 0; /* it moved or was cleaned meanwhile */

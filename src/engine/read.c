@@ -78,7 +78,7 @@ read_around (hc_volume *v, uint64_t blk, uint32_t c, uint32_t boff, uint32_t ble
 {
   stripe_wrlock (v, blk);
   hc_lock (&v->lock);
-  if (hc_dir_find (&v->dir, blk) == c && !(v->dir.map.blk[c].meta & HC_M_DIRTY)) {
+  if (hc_dir_holds (&v->dir, c, blk) && !(v->dir.map.blk[c].meta & HC_M_DIRTY)) {
     hc_dir_invalidate (&v->dir, c);
     hc_meta_record_block (v, c);
   }

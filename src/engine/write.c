@@ -101,6 +101,8 @@ struct batch {
   unsigned n;
   unsigned flags; /* the request's */
   bool hold;      /* only says that the caller holds the stripe: nothing is deferred */
+  uint32_t last;  /* the cache block that held the block before (HC_NIL: none), where
+                   * write_block looks for the next one first (hc_dir_find_next) */
   struct hc_slow_job job; /* its slow writes, when the slow writer takes them (writer.c) */
 };
 
@@ -137,7 +139,7 @@ static int
 write_around (hc_volume *v, uint64_t blk, uint32_t boff, uint32_t blen, const uint8_t *src,
               unsigned flags, struct req *r, bool *commit_after, struct batch *bt)
 {
-  struct batch held = { .n = 0, .hold = true };
+  struct batch held = { .n = 0, .hold = true, .last = HC_NIL };
 
   r->around = true;
   int rc = write_block (v, blk, boff, blen, src, flags, r, commit_after, bt ? bt : &held);
@@ -186,9 +188,16 @@ write_block (hc_volume *v, uint64_t blk, uint32_t boff, uint32_t blen, const uin
     c = hc_dir_find (&v->dir, blk);
     v->dir.stats.cls[a.hint.cls].misses[1]++;
     hc_dir_bypass (&v->dir, &a, HC_BYPASS_MODE);
+  } else if (bt) { /* a batch's blocks are a run: the next one is usually next to the last */
+    if ((c = hc_dir_find_next (&v->dir, blk, bt->last)) == HC_NIL)
+      hc_dir_miss (&v->dir, &a);
+    else
+      hc_dir_hit (&v->dir, c, &a);
   } else {
     c = hc_dir_access (&v->dir, &a);
   }
+  if (bt)
+    bt->last = c;
   if (c != HC_NIL) {
     uint64_t w = v->dir.map.blk[c].meta;
     /* Pinned, c can be neither evicted nor reused while we work; our
@@ -377,7 +386,7 @@ slow:
     hc_lock (&v->lock);
     slow_changed (v);
     /* A block cached dirty and now written through is clean again. */
-    if (rc == 0 && newc != HC_NIL && hc_dir_find (&v->dir, blk) == newc)
+    if (rc == 0 && newc != HC_NIL && hc_dir_holds (&v->dir, newc, blk))
       hc_vol_clean_unrecorded (v, newc);
     pthread_mutex_unlock (&v->lock);
   }
@@ -411,7 +420,7 @@ flush_slow (hc_volume *v, struct batch *bt, struct hc_slow_job *job)
     slow_changed (v);
     for (unsigned k = 0; k < bt->n && w == 0; k++)
       if (bt->e[k].slow_pending && bt->e[k].newc != HC_NIL
-          && hc_dir_find (&v->dir, bt->e[k].a.origin) == bt->e[k].newc)
+          && hc_dir_holds (&v->dir, bt->e[k].newc, bt->e[k].a.origin))
         hc_vol_clean_unrecorded (v, bt->e[k].newc);
     pthread_mutex_unlock (&v->lock);
     return w;
@@ -437,7 +446,7 @@ flush_slow (hc_volume *v, struct batch *bt, struct hc_slow_job *job)
     hc_lock (&v->lock);
     slow_changed (v);
     for (unsigned k = i; k < j && w == 0; k++)
-      if (bt->e[k].newc != HC_NIL && hc_dir_find (&v->dir, bt->e[k].a.origin) == bt->e[k].newc)
+      if (bt->e[k].newc != HC_NIL && hc_dir_holds (&v->dir, bt->e[k].newc, bt->e[k].a.origin))
         hc_vol_clean_unrecorded (v, bt->e[k].newc);
     pthread_mutex_unlock (&v->lock);
     if (w < 0 && rc == 0)
@@ -516,7 +525,7 @@ flush_batch (hc_volume *v, struct batch *bt, struct req *r, bool *commit_after,
        * writer's writes first, so that no two writes of a block meet. */
       if (job)
         hc_writer_wait (v, job);
-      struct batch held = { .n = 0, .hold = true };
+      struct batch held = { .n = 0, .hold = true, .last = HC_NIL };
       r->around = true;
       for (unsigned k = i; k < j; k++) {
         int e = write_block (v, bt->e[k].a.origin, 0, v->bs, bt->e[k].src, bt->flags, r,
@@ -588,6 +597,7 @@ write_batch (hc_volume *v, uint64_t blk, unsigned *np, const uint8_t *src, unsig
   bt->n = 0;
   bt->flags = flags;
   bt->hold = false;
+  bt->last = HC_NIL;
   /* A batch must not wait for free blocks holding its stripes (the cleaner
    * skips blocks whose stripe is busy): without room for twice the batch,
    * its blocks go one by one. */
