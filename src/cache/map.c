@@ -224,7 +224,7 @@ hc_map_insert (struct hc_map *m, uint32_t c, uint64_t origin, unsigned cls, bool
   uint32_t b = first ? w.b1 : w.b2;
   unsigned o = first ? o1 : o2;
 
-  /* One entry per origin: hc_dir_find_next relies on it. */
+  /* One entry per origin: hc_dir_holds relies on it. */
   assert (hc_map_lookup (m, origin) == HC_NIL);
 
   m->blk[c].meta = (origin & HC_M_ORIGIN_MASK) | (uint64_t) cls << HC_M_CLASS_SHIFT | HC_M_VALID

@@ -373,11 +373,10 @@ hc_vol_each_cached (hc_volume *v, uint64_t b0, uint64_t b1,
   struct hc_map *m = &v->dir.map;
 
   if (b1 - b0 <= m->n) {
-    for (uint64_t b = b0; b < b1; b++) {
-      uint32_t c = hc_dir_find (&v->dir, b);
-      if (c != HC_NIL)
+    uint32_t c = HC_NIL;
+    for (uint64_t b = b0; b < b1; b++)
+      if ((c = hc_dir_find_next (&v->dir, b, c)) != HC_NIL) /* a run sits side by side */
         fn (v, c, arg);
-    }
     return;
   }
   for (uint32_t c = 0; c < m->n; c++) {
