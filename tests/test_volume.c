@@ -12,6 +12,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "engine/vol.h"
@@ -1598,6 +1599,73 @@ test_meta_flash (void)
   hc_tier_close (slow);
 }
 
+/* Trials (trial.c) time each way of a fill and take the faster.  Here every
+ * fast-tier write sleeps 100 µs, so a fill on the reader's thread (way 0)
+ * costs the reader at least that per block, and a fill handed to the
+ * filler (way 1) does not.  Each of eight fresh trials must have timed way
+ * 0 at no less than the sleeps it contains and way 1 at more than nothing,
+ * and chosen way 1 (six of eight at least: a preemption can cost way 1
+ * its trial now and then).  Timed with the coarse clock (a tick every 1 to
+ * 4 ms), way 1's 64 runs of a few microseconds summed to 0 unless a tick
+ * fell inside one; a 4 KiB fill's two ways both did, and the trials chose
+ * by where the ticks fell. */
+#define TRIAL_SLEEP_NS 100000
+
+static int
+slow_fast_writes (void *arg, enum hook_op op, uint64_t off, uint64_t len, bool after, int rc)
+{
+  (void) arg, (void) off, (void) len, (void) rc;
+  if (op == HOOK_WRITE && !after)
+    nanosleep (&(struct timespec) { .tv_nsec = TRIAL_SLEEP_NS }, NULL);
+  return 0;
+}
+
+static void
+test_trials (void)
+{
+  hc_tier *fast_mem, *fast, *slow;
+  struct hc_format_opts fo = { .mode = HC_MODE_WRITETHROUGH };
+  struct hc_open_opts oo = { .seq_cutoff = UINT64_MAX };
+  hc_volume *v = NULL;
+  char why[200];
+  uint8_t buf[4096];
+  const uint64_t nslow = (64u << 20) / 4096;
+
+  hc_tier_new_memory (16u << 20, &fast_mem);
+  hc_tier_new_memory (nslow * 4096, &slow);
+  CHECK (hook_new (fast_mem, slow_fast_writes, NULL, &fast) == 0, "hook tier");
+  CHECK (hc_volume_format (fast, slow, &fo, why, sizeof why) == 0, "format: %s", why);
+  CHECK (hc_volume_open (fast, slow, &oo, &v, why, sizeof why) == 0, "open: %s", why);
+  struct hc_trial *t = hc_fill_trial (v, 1);
+  unsigned chose = 0, timed = 0;
+  for (int round = 0; round < 8; round++) {
+    pthread_mutex_lock (&v->lock);
+    t->cycle = 0; /* the next miss starts a fresh cycle: its trials first */
+    pthread_mutex_unlock (&v->lock);
+    /* Single-block misses (every third block: no two in one run), each
+     * read once: 64 trial runs of each way, then the choice. */
+    for (uint64_t i = 0; i < 2 * HC_TRIAL_RUNS + 1; i++) {
+      const uint64_t blk = (uint64_t) round * 1000 + 3 * i;
+      CHECK (hc_volume_read (v, buf, sizeof buf, blk * 4096, NULL) == 0, "read %" PRIu64, blk);
+    }
+    pthread_mutex_lock (&v->lock);
+    bool ok = t->units[0] == HC_TRIAL_RUNS && t->units[1] == HC_TRIAL_RUNS
+              && t->ns[0] >= t->units[0] * TRIAL_SLEEP_NS && t->ns[1] > 0;
+    timed += ok;
+    chose += t->alt;
+    if (!ok)
+      printf ("# trial %d: way 0 %" PRIu64 " ns over %" PRIu64 " blocks, way 1 %" PRIu64
+              " ns over %" PRIu64 "\n", round, t->ns[0], t->units[0], t->ns[1], t->units[1]);
+    pthread_mutex_unlock (&v->lock);
+  }
+  CHECK (timed == 8, "trials timed both ways (way 0 at no less than its sleeps): %u of 8", timed);
+  CHECK (chose >= 6, "trials chose the filler when the reader's fill sleeps: %u of 8", chose);
+  CHECK (hc_volume_close (v) == 0, "close");
+  hc_tier_close (fast);
+  hc_tier_close (fast_mem);
+  hc_tier_close (slow);
+}
+
 int
 main (void)
 {
@@ -1623,5 +1691,6 @@ main (void)
   test_sustained_writes ();
   test_paced_cleaning ();
   test_meta_flash ();
+  test_trials ();
   return test_exit ("test_volume");
 }

@@ -461,7 +461,6 @@ read_misses (hc_volume *v, uint64_t blk, unsigned n, uint8_t *dst, struct req *r
   uint32_t newc[MISS_BATCH];
   struct hc_access a[MISS_BATCH];
   unsigned k, admitted = 0;
-  const uint64_t t0 = hc_now_ns ();
   bool defer = false;
   int trial = -1, rc;
 
@@ -499,6 +498,9 @@ read_misses (hc_volume *v, uint64_t blk, unsigned n, uint8_t *dst, struct req *r
   if (admitted)
     trial = hc_fill_way (v, k, &defer);
   pthread_mutex_unlock (&v->lock);
+  /* A trial times what its way changes: the slow read and the fill, or the
+   * slow read and the hand-off. */
+  const uint64_t t0 = trial >= 0 ? hc_now_precise_ns () : 0;
 
   if (k < n)
     for (unsigned i = n; i-- > k;)
@@ -526,7 +528,7 @@ read_misses (hc_volume *v, uint64_t blk, unsigned n, uint8_t *dst, struct req *r
   hc_vol_unlock_run (v, blk, k);
   rc = commit_now ? hc_meta_commit (v, false) : 0;
   if (trial >= 0)
-    hc_trial_report (v, hc_fill_trial (v, k), trial, hc_now_ns () - t0, k);
+    hc_trial_report (v, hc_fill_trial (v, k), trial, hc_now_precise_ns () - t0, k);
   return rc < 0 ? rc : (long) k;
 }
 

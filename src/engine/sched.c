@@ -4,6 +4,7 @@
 #include <sys/random.h>
 
 #include "sched.h"
+#include "../util.h"
 
 const struct hc_sched_ops *hc_sched;
 
@@ -32,6 +33,12 @@ hc_now_ns (void)
     return hc_sched->now_ns ();
   clock_gettime (CLOCK_MONOTONIC_COARSE, &ts);
   return (uint64_t) ts.tv_sec * 1000000000u + (uint64_t) ts.tv_nsec;
+}
+
+uint64_t
+hc_now_precise_ns (void)
+{
+  return hc_sched ? hc_sched->now_ns () : hc_clock_ns (CLOCK_MONOTONIC);
 }
 
 int

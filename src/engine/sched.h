@@ -88,6 +88,13 @@ void hc_timedwait (pthread_cond_t *c, pthread_mutex_t *m, uint64_t ns);
 /* Nanoseconds of a monotonic clock (coarse: for idle and pacing only). */
 uint64_t hc_now_ns (void);
 
+/* Nanoseconds of a monotonic clock, to the nanosecond: for timing work
+ * that takes microseconds (trial.c).  The coarse clock above ticks every
+ * few milliseconds (4 on a kernel of 250 Hz): a trial's 64 runs of a few
+ * microseconds each summed to 0 on both ways, or to a whole tick on one of
+ * them by chance, so the trials chose by where the tick fell. */
+uint64_t hc_now_precise_ns (void);
+
 /* Starts a thread (0 or a positive errno), joins it. */
 int hc_spawn (pthread_t *t, void *(*fn) (void *), void *arg);
 void hc_join (pthread_t t);

@@ -12,7 +12,9 @@
  *
  * Of every `cycle` × HC_TRIAL_RUNS runs, the first HC_TRIAL_RUNS go way 0
  * (the plain one: on the caller's thread), the next HC_TRIAL_RUNS way 1,
- * and each reports the caller's time per unit of work (a block).  The way
+ * and each reports the caller's time per unit of work (a block), read on
+ * the precise clock (hc_now_precise_ns: a run may take a few
+ * microseconds, far under the coarse clock's tick).  The way
  * with the lower mean serves the rest of the cycle; a trial of way 1 that
  * was spoiled (it lost something way 0 would not have: a fill dropped for
  * want of room) loses.  The losing way's trial is the price of measuring,

@@ -565,7 +565,7 @@ beside (hc_volume *v, struct batch *bt, const struct req *r, int *trial, uint64_
   *trial = hc_trial_way (&v->write_way, &alt);
   pthread_mutex_unlock (&v->lock);
   if (*trial >= 0)
-    *t0 = hc_now_ns ();
+    *t0 = hc_now_precise_ns ();
   if (!alt)
     return NULL;
   j->n = 0;
@@ -625,7 +625,7 @@ write_batch (hc_volume *v, uint64_t blk, unsigned *np, const uint8_t *src, unsig
   struct hc_slow_job *job = rc == 0 ? beside (v, bt, r, &trial, &t0) : NULL;
   int frc = flush_batch (v, bt, r, commit_after, job);
   if (trial >= 0)
-    hc_trial_report (v, &v->write_way, trial, hc_now_ns () - t0, deferred);
+    hc_trial_report (v, &v->write_way, trial, hc_now_precise_ns () - t0, deferred);
   hc_vol_unlock_run (v, blk, n);
   free (bt);
   return rc < 0 ? rc : frc;
