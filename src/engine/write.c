@@ -481,6 +481,13 @@ flush_batch (hc_volume *v, struct batch *bt, struct req *r, bool *commit_after,
                  : hc_tier_write (v->fast, bt->e[i].src, (size_t) (j - i) * v->bs,
                                   fast_off (v, bt->e[i].newc), 0);
     bool failed = skip || w < 0;
+    /* The write has pushed the map's buckets out of the CPU's caches, and
+     * installing (or moving) each mapping needs its origin's: load them
+     * AHEAD at a time (as fill.c does), not one miss at a time under the
+     * lock. */
+    enum { AHEAD = 16 };
+    for (unsigned k = i; k < j && k < i + AHEAD; k++)
+      hc_map_prefetch (&v->dir.map, bt->e[k].a.origin);
     hc_lock (&v->lock);
     if (w < 0)
       hc_vol_fast_failed (v, w);
@@ -488,6 +495,8 @@ flush_batch (hc_volume *v, struct batch *bt, struct req *r, bool *commit_after,
       fast_ok (v);
     for (unsigned k = i; k < j; k++) {
       struct deferred *d = &bt->e[k];
+      if (k + AHEAD < j)
+        hc_map_prefetch (&v->dir.map, bt->e[k + AHEAD].a.origin);
       if (d->c == d->newc) { /* rewritten in place */
         v->dir.map.blk[d->c].meta &= ~HC_M_WRITING;
         unpin (v, d->c);
