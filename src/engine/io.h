@@ -52,6 +52,32 @@ unpin (hc_volume *v, uint32_t c)
   atomic_fetch_sub_explicit (&v->pins[c], 1, memory_order_acq_rel);
 }
 
+/* Pins (add) or unpins cache blocks c … c+n−1, one atomic add per eight of
+ * them where they share an aligned 64-bit word: the counts are bytes, and
+ * adding 1 to each byte of a word is adding 0x0101…01 to the word.  No byte
+ * carries into its neighbour or borrows from it: a count never passes 255
+ * (vol.h), and a thread unpins only what it pinned.  A 1 MiB hit of 4 KiB
+ * blocks took 512 locked instructions, one per block each way, and they
+ * were three fifths of read_hits' own time. */
+static inline void
+pin_run (hc_volume *v, uint32_t c, unsigned n, bool add)
+{
+  const uint64_t ones = UINT64_C (0x0101010101010101);
+  const uint32_t end = c + n;
+
+  for (; c < end && ((c & 7) || end - c < 8); c++)
+    add ? pin (v, c) : unpin (v, c);
+  for (; end - c >= 8; c += 8) {
+    _Atomic uint64_t *w = (_Atomic uint64_t *) (void *) (v->pins + c); /* calloc: aligned */
+    if (add)
+      atomic_fetch_add_explicit (w, ones, memory_order_acq_rel);
+    else
+      atomic_fetch_sub_explicit (w, ones, memory_order_acq_rel);
+  }
+  for (; c < end; c++)
+    add ? pin (v, c) : unpin (v, c);
+}
+
 /* The door of every call that may pin a block (reads, writes, discards and
  * zeroes, advice, cleaning): at most HC_VOL_MAX_INSIDE threads pass it at
  * once, so that an 8-bit pin count, with the cleaner's thread, never

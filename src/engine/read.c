@@ -214,6 +214,17 @@ run_sums_ok (hc_volume *v, uint64_t blk, const uint32_t *cs, const uint8_t *dst,
   return true;
 }
 
+/* The end of the run of consecutive cache blocks cs[i] … that starts at i
+ * (of k). */
+static unsigned
+run_end (const uint32_t *cs, unsigned i, unsigned k)
+{
+  unsigned j = i + 1;
+  while (j < k && cs[j] == cs[j - 1] + 1)
+    j++;
+  return j;
+}
+
 static long
 read_hits (hc_volume *v, uint64_t blk, unsigned n, uint8_t *dst, struct req *r)
 {
@@ -241,21 +252,23 @@ read_hits (hc_volume *v, uint64_t blk, unsigned n, uint8_t *dst, struct req *r)
     v->dir.stats.cls[a.hint.cls].bytes[HC_STAT_READ] += v->bs;
     hc_dir_hit (&v->dir, c, &a);
     dirty[k] = (v->dir.map.blk[c].meta & HC_M_DIRTY) != 0;
-    pin (v, c);
     cs[k] = c;
+  }
+  /* Pinned before the lock goes, by runs of consecutive cache blocks. */
+  for (unsigned i = 0, j; i < k; i = j) {
+    j = run_end (cs, i, k);
+    pin_run (v, cs[i], j - i, true);
   }
   pthread_mutex_unlock (&v->lock);
 
   int rc = 0;
   for (unsigned i = 0, j; i < k; i = j) {
-    for (j = i + 1; j < k && cs[j] == cs[j - 1] + 1; j++)
-      ;
+    j = run_end (cs, i, k);
     if (rc == 0
         && hc_tier_read (v->fast, dst + ((size_t) i << v->bshift), (size_t) (j - i) << v->bshift,
                          fast_off (v, cs[i])) == 0
         && run_sums_ok (v, blk, cs, dst, i, j)) {
-      for (unsigned x = i; x < j; x++)
-        unpin (v, cs[x]);
+      pin_run (v, cs[i], j - i, false);
       continue;
     }
     /* A failed run (or one after a failure): block by block, as read_block
