@@ -636,6 +636,121 @@ where (hc_volume *v, uint64_t blk, size_t *records)
   return c;
 }
 
+/* A clock the test moves: the engine's scheduling points as plain calls
+ * (sched.h), but its clock CLOCK_MONOTONIC plus `skew`. */
+static _Atomic uint64_t skew;
+
+static void p_lock (pthread_mutex_t *m) { pthread_mutex_lock (m); }
+static void p_rdlock (pthread_rwlock_t *l) { pthread_rwlock_rdlock (l); }
+static void p_wrlock (pthread_rwlock_t *l) { pthread_rwlock_wrlock (l); }
+static int p_trywrlock (pthread_rwlock_t *l) { return pthread_rwlock_trywrlock (l); }
+static int p_tryrdlock (pthread_rwlock_t *l) { return pthread_rwlock_tryrdlock (l); }
+static void
+p_timedwait (pthread_cond_t *c, pthread_mutex_t *m, uint64_t ns)
+{
+  struct timespec ts;
+  clock_gettime (CLOCK_REALTIME, &ts);
+  ns += (uint64_t) ts.tv_nsec;
+  ts.tv_sec += (time_t) (ns / 1000000000u);
+  ts.tv_nsec = (long) (ns % 1000000000u);
+  pthread_cond_timedwait (c, m, &ts);
+}
+static uint64_t
+p_now (void)
+{
+  struct timespec ts;
+  clock_gettime (CLOCK_MONOTONIC, &ts);
+  return (uint64_t) ts.tv_sec * 1000000000u + (uint64_t) ts.tv_nsec + skew;
+}
+static int p_spawn (pthread_t *t, void *(*fn) (void *), void *arg) { return pthread_create (t, NULL, fn, arg); }
+static void p_join (pthread_t t) { pthread_join (t, NULL); }
+static void
+p_random (void *buf, size_t len)
+{
+  memset (buf, 0x5a, len);
+}
+static const struct hc_sched_ops skewed_clock = {
+  p_lock, p_rdlock, p_wrlock, p_trywrlock, p_tryrdlock, p_timedwait, p_now, p_spawn, p_join, p_random,
+};
+
+static bool
+fast_dirty (hc_volume *v)
+{
+  pthread_mutex_lock (&v->lock);
+  bool d = v->fast_dirty;
+  pthread_mutex_unlock (&v->lock);
+  return d;
+}
+
+/* 10 ms of a busy volume: a read of block blk (a hit), then a sleep, so
+ * that no idle write-back commits in the cleaner's stead. */
+static void
+busy_tick (hc_volume *v, uint64_t blk)
+{
+  static uint8_t got[BS];
+  CHECK (hc_volume_read (v, got, BS, blk * BS, NULL) == 0, "read");
+  usleep (10000);
+}
+
+/* Waits up to ms real milliseconds, the volume busy, for the cleaner to
+ * commit data rewritten in place; returns whether it did. */
+static bool
+cleaner_synced (hc_volume *v, uint64_t blk, unsigned ms)
+{
+  for (unsigned t = 0; t < ms && fast_dirty (v); t += 10)
+    busy_tick (v, blk);
+  return !fast_dirty (v);
+}
+
+/* Data rewritten in place with no record waiting is left to the fast
+ * tier's own write-out for up to 30 s (FAST_SYNC_NS, cleaner.c), not
+ * flushed every second with the records: a clock moved 5 s on finds it
+ * still waiting after ten of the cleaner's rounds, one moved past 30 s
+ * finds it committed.  Records still commit within a second. */
+static void
+test_fast_sync (void)
+{
+  hc_tier *fast, *slow;
+  struct hc_format_opts fo = { .mode = HC_MODE_WRITEBACK };
+  char why[200];
+  static uint8_t buf[BS];
+  size_t r;
+
+  hc_tier_new_memory (FAST, &fast);
+  hc_tier_new_memory (SLOW, &slow);
+  hc_volume_format (fast, slow, &fo, why, sizeof why);
+  skew = 0;
+  hc_sched = &skewed_clock;
+  hc_volume *v = open_vol (fast, slow, true);
+  memset (buf, 1, sizeof buf);
+  CHECK (hc_volume_write (v, buf, BS, 7 * BS, 0, NULL) == 0, "first write");
+  CHECK (hc_volume_flush (v) == 0 && !fast_dirty (v), "flushed");
+  memset (buf, 2, sizeof buf);
+  uint32_t c = where (v, 7, &r);
+  CHECK (hc_volume_write (v, buf, BS, 7 * BS, 0, NULL) == 0 && where (v, 7, &r) == c && r == 0,
+         "rewritten in place, nothing recorded (%zu records)", r);
+  CHECK (fast_dirty (v), "waits for a commit");
+  skew += 5 * 1000000000ull;
+  CHECK (!cleaner_synced (v, 7, 1000), "5 s on, the cleaner has not flushed the fast tier");
+  skew += 30 * 1000000000ull;
+  CHECK (cleaner_synced (v, 7, 5000), "35 s on, it has");
+
+  /* A record still commits within a second. */
+  CHECK (hc_volume_write (v, buf, BS, 9 * BS, 0, NULL) == 0 && where (v, 9, &r) != HC_NIL && r > 0,
+         "a miss written back: a record waits (%zu)", r);
+  skew += 2 * 1000000000ull;
+  bool committed = false;
+  for (unsigned t = 0; t < 5000 && !committed; t += 10) {
+    busy_tick (v, 7);
+    committed = (where (v, 9, &r), r == 0);
+  }
+  CHECK (committed, "2 s on, the record is committed");
+  CHECK (hc_volume_close (v) == 0, "close");
+  hc_sched = NULL;
+  hc_tier_close (fast);
+  hc_tier_close (slow);
+}
+
 /* Write-back rewrites a dirty block in place, recording nothing and
  * leaving the fast tier to the next commit — except a partial write, a
  * change of class, and the write after a FUA one, which copy. */
@@ -1680,6 +1795,7 @@ main (void)
   test_threads ();
   test_batched_writes ();
   test_in_place ();
+  test_fast_sync ();
   test_write_through_unrecorded ();
   test_write_through_in_place_error ();
   test_second_touch ();
