@@ -330,6 +330,7 @@ static struct {
   uint64_t ops, reads_checked, cuts, recovery_cuts, faults, reopens, phases;
   uint64_t corruptions, corrupt_reads; /* silent corruptions injected; reads failed for them */
   uint64_t beside; /* write-through batches whose slow writes ran on the slow writer */
+  uint64_t fast_syncs; /* the cleaner's commits for data rewritten in place alone */
   uint64_t touch_seeds; /* seeds whose volume promotes on the second touch */
   uint64_t budget_seeds; /* seeds whose volume has a flash budget */
   uint64_t budget_engaged; /* times a budget turned second touch on */
@@ -527,6 +528,9 @@ rig_open (const struct hc_open_opts *oo)
   pthread_mutex_lock (&R.v->lock);
   R.v->settle_idle_ns = (current_seed % 4) * 100000000ull;
   R.v->settle_busy_ns = (current_seed % 3) * 5000000ull;
+  /* … and commits data rewritten in place with no record waiting within
+   * a phase too, not after 30 s. */
+  R.v->fast_sync_ns = (current_seed / 108 % 4) * 250000000ull;
   /* Fills of runs of misses: by trials, always on the reader's thread, or
    * always deferred to the filler (fill.c). */
   R.v->fill_way[0].force = R.v->fill_way[1].force = (uint8_t) (current_seed / 3 % 3);
@@ -1011,6 +1015,8 @@ run_seed (uint64_t seed, unsigned phases, unsigned nclients)
     hc_lock (&R.v->lock);
     M.beside += R.v->writer_jobs;
     R.v->writer_jobs = 0;
+    M.fast_syncs += R.v->fast_syncs;
+    R.v->fast_syncs = 0;
     M.budget_engaged += R.v->budget.engaged;
     R.v->budget.engaged = 0;
     for (unsigned c = 0; c < HC_CLASS_COUNT; c++) {
@@ -1158,11 +1164,12 @@ main (int argc, char **argv)
           " reads checked), %" PRIu64 " scheduling steps, %" PRIu64 " power cuts (%" PRIu64
           " recoveries cut short), %" PRIu64 " reopens, %" PRIu64 " faults injected, %" PRIu64
           " silent corruptions (%" PRIu64 " reads refused for them), %" PRIu64
-          " batches written through beside, %" PRIu64 " seeds promoting on the second touch, %"
+          " batches written through beside, %" PRIu64 " commits by the cleaner for data "
+          "rewritten in place alone, %" PRIu64 " seeds promoting on the second touch, %"
           PRIu64 " with a flash budget (spent %" PRIu64 " times), %" PRIu64 " with every effect in "
           "force, %" PRIu64 " write misses sent around the cache, 0 violations\n", done,
           M.phases, M.ops, M.reads_checked, S.steps, M.cuts, M.recovery_cuts, M.reopens, M.faults,
-          M.corruptions, M.corrupt_reads, M.beside, M.touch_seeds, M.budget_seeds,
+          M.corruptions, M.corrupt_reads, M.beside, M.fast_syncs, M.touch_seeds, M.budget_seeds,
           M.budget_engaged, M.all_fx_seeds, M.around);
   return 0;
 }

@@ -20,7 +20,7 @@
  *              its data made durable; data rewritten in place with no
  *              record waiting (fast_dirty: hits rewritten in write-back,
  *              and in write-through over copies recorded dirty) at least
- *              every FAST_SYNC_NS instead (below);
+ *              every fast_sync_ns, 30 s, instead (FAST_SYNC_NS below);
  *   settle     write-through copies recorded dirty (hc_vol_settle; see the
  *              top of write.c): once the volume is idle, if a minute has
  *              passed since the last time, and every ten minutes in any
@@ -89,7 +89,9 @@
  * becomes clean (evictable) within 16 writes, ~0.1 s. */
 #define WB_GROUP 16
 /* How long data rewritten in place may wait for a commit (a flush of the
- * fast tier) when no record waits.  Nothing any client was promised
+ * fast tier) when no record waits: v->fast_sync_ns, set to this when the
+ * cleaner starts (the simulator then shortens it to fit its virtual
+ * seconds).  Nothing any client was promised
  * depends on it: a flush, FUA or close makes every acknowledged write
  * durable at once, and the records already say where the data is.  It
  * bounds what a crash takes from an application that never flushes, and
@@ -355,8 +357,9 @@ cleaner_main (void *arg)
     const uint32_t free_before = v->dir.map.free.count;
     bool reserve_low = v->dir.map.free.count + v->dir.map.pending.count < reserve
                        && v->dir.map.mapped > 0;
-    bool commit_due = (v->jrec && (v->jrec >= 4096 || now - last_commit > 1000000000ull))
-                      || (v->fast_dirty && now - last_commit > FAST_SYNC_NS);
+    bool records_due = v->jrec && (v->jrec >= 4096 || now - last_commit > 1000000000ull);
+    bool fast_due = v->fast_dirty && now - last_commit > v->fast_sync_ns;
+    bool commit_due = records_due || fast_due, synced = false;
     bool failed = v->failed;
     bool settle = v->unsettled && now - last_settle > (idle ? v->settle_idle_ns : v->settle_busy_ns);
     pthread_mutex_unlock (&v->lock);
@@ -393,11 +396,13 @@ cleaner_main (void *arg)
       if (settle && hc_vol_settle (v, true) > 0)
         last_settle = last_commit = hc_now_ns (); /* (it committed) */
       else if (commit_due) {
-        hc_meta_commit (v, false);
+        /* Counted when rewritten data alone made it due (tests/sim.c). */
+        synced = hc_meta_commit (v, false) == 0 && !records_due;
         last_commit = hc_now_ns ();
       }
     }
     hc_lock (&v->lock);
+    v->fast_syncs += synced;
     pthread_cond_broadcast (&v->space);
     if (!worked && !v->stop)
       hc_timedwait (&v->wake, &v->lock, 100 * 1000000ull);
@@ -409,6 +414,7 @@ cleaner_main (void *arg)
 int
 hc_cleaner_start (hc_volume *v)
 {
+  v->fast_sync_ns = FAST_SYNC_NS;
   int rc = hc_spawn (&v->cleaner, cleaner_main, v);
   if (rc)
     return -rc;

@@ -193,6 +193,7 @@ struct hc_volume {
   bool slow_dirty;             /* the slow tier was written since the last commit */
   uint64_t slow_gen;           /* counts writes to the slow tier's data (readahead) */
   bool fast_dirty;             /* data was rewritten in place since the last commit */
+  uint64_t fast_sync_ns;       /* … which the cleaner commits within this (cleaner.c) */
   bool unsettled;              /* some copy may be clean but unrecorded (write.c) */
   uint64_t settle_idle_ns, settle_busy_ns; /* the cleaner settles that often (cleaner.c) */
   uint64_t next_seq, next_pos; /* the next journal sector */
@@ -240,6 +241,7 @@ struct hc_volume {
   pthread_cond_t writer_wake, writer_done;
   struct hc_slow_job *writer_job; /* the job waiting or being written, or NULL */
   uint64_t writer_jobs;        /* jobs written so far (tests) */
+  uint64_t fast_syncs;         /* the cleaner's commits for rewritten data alone (tests) */
   struct hc_trial write_way;   /* on the writer's thread (0) or beside (1) (write.c) */
 
   uint64_t replayed;
