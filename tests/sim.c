@@ -46,6 +46,9 @@
  *     copy the recovered volume holds clean equals the slow tier;
  *   - after every close: it reopens and `check` passes.
  *
+ * fuzz/fuzz_sim.c builds this file as a libFuzzer target (SIM_FUZZ), its
+ * input steering the draws (the tape, below).
+ *
  * Usage: sim [--seeds N] [--seed S] [--first S] [--seconds T] [--phases P]
  *            [--clients K] [--verbose]
  * Prints seeds, operations, cut points and faults injected; exits 1 on the
@@ -74,13 +77,27 @@
 
 /* ---- The generator. ---- */
 
+/* The tape: bytes that steer the draws (fuzz/fuzz_sim.c, where libFuzzer
+ * writes it; empty here).  Every draw of every generator, in the one order
+ * the baton makes deterministic, has the next byte XORed into its low
+ * byte; the generators' states never see it, so a changed byte changes one
+ * choice (a thread to run, an operation, a cut point) and the draws after
+ * it stay as they were. */
+static const uint8_t *tape;
+static size_t tape_n;
+
 static uint64_t
 next (uint64_t *s)
 {
   uint64_t z = (*s += 0x9e3779b97f4a7c15u);
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9u;
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebu;
-  return z ^ (z >> 31);
+  z ^= z >> 31;
+  if (tape_n) {
+    z ^= *tape++;
+    tape_n--;
+  }
+  return z;
 }
 
 static uint64_t
@@ -511,6 +528,9 @@ fail_now (const char *fmt, ...)
   fprintf (stderr, "sim: seed %" PRIu64 ": VIOLATION: %s\n  replay: sim --seed %" PRIu64 "\n",
            current_seed, fail_what, current_seed);
   fflush (stderr);
+#ifdef SIM_FUZZ
+  abort (); /* a crash libFuzzer keeps the input of (an exit would lose it) */
+#endif
   _exit (1);
 }
 
@@ -1111,6 +1131,7 @@ run_seed (uint64_t seed, unsigned phases, unsigned nclients)
   M.b = NULL;
 }
 
+#ifndef SIM_FUZZ
 int
 main (int argc, char **argv)
 {
@@ -1173,3 +1194,4 @@ main (int argc, char **argv)
           M.budget_engaged, M.all_fx_seeds, M.around);
   return 0;
 }
+#endif /* SIM_FUZZ */
