@@ -20,6 +20,15 @@ hc_effect_name (unsigned i)
   return i < HC_FX_KNOBS ? effect_names[i] : NULL;
 }
 
+static const char *const way_names[HC_WAY_KNOBS] = { "filler-block", "filler-run",
+                                                      "slow-beside" };
+
+const char *
+hc_way_name (unsigned i)
+{
+  return i < HC_WAY_KNOBS ? way_names[i] : NULL;
+}
+
 const char *
 hc_bypass_name (unsigned reason)
 {

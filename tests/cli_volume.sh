@@ -54,12 +54,15 @@ expect_status 0 "$hc" stats "$f" --json
 # A volume just opened has the default's starting effects, unchanged.
 [ "$(echo "$out" | jq -c .hint_effects)" = '["probation","reinsertion"]' ] || fail "hint effects: $out"
 [ "$(echo "$out" | jq .effect_changes)" = 0 ] || fail "effect changes: $out"
+# A volume file's statistics come from a volume opened without helper threads.
+[ "$(echo "$out" | jq -c .trial_ways)" = '[]' ] || fail "trial ways: $out"
 # The metadata's flash, in whole 4 KiB pages, kept across the closes.
 m=$(echo "$out" | jq .meta_flash_bytes)
 [ "$m" -gt 0 ] && [ $((m % 4096)) = 0 ] || fail "metadata's flash: $out"
 expect_status 0 "$hc" stats "$f"
 contains "$out" "hint effects in force: probation, reinsertion (changed 0 times" "stats text names the effects"
 contains "$out" "metadata's flash: " "stats text gives the metadata's flash"
+contains "$out" "work on helper threads, as the trials chose: none" "stats text gives the trials' ways"
 expect_status 0 "$hc" io "$f" advise 0 1M background+dontneed
 expect_status 0 "$hc" io "$f" mode writethrough
 expect_status 0 "$hc" info "$f"

@@ -479,7 +479,7 @@ test_stats_text (void)
   len = hc_stats_format (&s, buf, sizeof buf);
   CHECK (strcmp (buf, "cache_blocks=0 free_blocks=0 pending_blocks=0 commits=0 flushes=0 "
                  "prefetched=0 errors_fast=0 errors_checksum=0 hint_effects=0 effect_changes=0 "
-                 "meta_flash_bytes=0")
+                 "meta_flash_bytes=0 ways=0")
              == 0, "zeros: %s", buf);
   memset (&t, 0xee, sizeof t);
   CHECK (hc_stats_parse (buf, &t) == 0 && memcmp (&s, &t, sizeof s) == 0, "round trip of zeros");

@@ -1789,6 +1789,29 @@ test_trials (void)
   }
   CHECK (timed == 8, "trials timed both ways (way 0 at no less than its sleeps): %u of 8", timed);
   CHECK (chose >= 6, "trials chose the filler when the reader's fill sleeps: %u of 8", chose);
+  /* The statistics say what the trials chose, or what a test forced. */
+  struct hc_stats st;
+  pthread_mutex_lock (&v->lock);
+  bool alt = t->alt;
+  v->fill_way[1].force = 2;
+  v->write_way.force = 1;
+  pthread_mutex_unlock (&v->lock);
+  hc_volume_stats (v, &st);
+  CHECK (st.ways == ((alt ? HC_WAY_FILL_BLOCK : 0) | HC_WAY_FILL_RUN), "ways: %#" PRIx64, st.ways);
+  pthread_mutex_lock (&v->lock);
+  v->fill_way[1].force = 1;
+  v->write_way.force = 2;
+  pthread_mutex_unlock (&v->lock);
+  hc_volume_stats (v, &st);
+  CHECK (st.ways == ((alt ? HC_WAY_FILL_BLOCK : 0) | HC_WAY_SLOW_BESIDE), "ways: %#" PRIx64,
+         st.ways);
+  CHECK (hc_volume_close (v) == 0, "close");
+  /* Without background threads the caller does all: no way is a helper's. */
+  oo.no_cleaner = true;
+  CHECK (hc_volume_open (fast, slow, &oo, &v, why, sizeof why) == 0, "open: %s", why);
+  v->fill_way[0].force = v->fill_way[1].force = v->write_way.force = 2;
+  hc_volume_stats (v, &st);
+  CHECK (st.ways == 0, "no helper threads, no ways: %#" PRIx64, st.ways);
   CHECK (hc_volume_close (v) == 0, "close");
   hc_tier_close (fast);
   hc_tier_close (fast_mem);

@@ -362,6 +362,7 @@ json_stats_members (struct json *j, const struct hc_stats *st, bool stats)
     json_kv_uint (j, "checksum_errors", st->errors_checksum);
     json_kv_bits (j, "hint_effects", st->hint_effects, hc_effect_name);
     json_kv_uint (j, "effect_changes", st->effect_changes);
+    json_kv_bits (j, "trial_ways", st->ways, hc_way_name);
     json_kv_uint (j, "meta_flash_bytes", st->meta_flash_bytes);
   }
   json_key (j, "classes");
@@ -418,6 +419,14 @@ print_stats_text (const struct hc_stats *st)
     }
   printf ("%s (changed %" PRIu64 " times by the cache's evidence since open)\n",
           *sep == ' ' ? " none" : "", st->effect_changes);
+  printf ("work on helper threads, as the trials chose:");
+  sep = " ";
+  for (unsigned i = 0; hc_way_name (i); i++)
+    if (st->ways >> i & 1) {
+      printf ("%s%s", sep, hc_way_name (i));
+      sep = ", ";
+    }
+  printf ("%s\n", *sep == ' ' ? " none" : "");
 }
 
 /* Writes a label value with the exposition format's escapes. */

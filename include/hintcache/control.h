@@ -207,7 +207,7 @@ void hc_control_abandon (hc_control_client *c);
 /* Writes s as space-separated KEY=VALUE words in decimal into buf[len],
  * NUL-terminated: first the volume's counters, always (cache_blocks,
  * free_blocks, pending_blocks, commits, flushes, prefetched, errors_fast,
- * errors_checksum, hint_effects, effect_changes, meta_flash_bytes),
+ * errors_checksum, hint_effects, effect_changes, meta_flash_bytes, ways),
  * then each class's counters that are not zero: CLASS.OP.hits,
  * CLASS.OP.misses, CLASS.OP.admissions, CLASS.OP.bytes,
  * CLASS.OP.bypass.REASON (OP read or write, REASON as hc_bypass_name),

@@ -64,6 +64,24 @@ enum hc_effect {
  * "thrift"), or NULL. */
 const char *hc_effect_name (unsigned i);
 
+/* The trials' choices: which of two ways of doing the same work the
+ * volume measured to be faster on its machine and devices (a volume's
+ * trials, src/engine/trial.c), as bits of hc_stats.ways.  A bit is set
+ * while the volume hands that work to a helper thread; clear, the caller's
+ * thread does it (as it always does on a volume opened without background
+ * threads). */
+enum hc_way {
+  HC_WAY_FILL_BLOCK = 1u << 0, /* a read miss of one block is filled by the filler thread */
+  HC_WAY_FILL_RUN   = 1u << 1, /* so is a run of read misses */
+  HC_WAY_SLOW_BESIDE = 1u << 2, /* write-through writes the slow tier on the slow writer,
+                                   beside the fast writes, not after them */
+};
+#define HC_WAY_KNOBS 3
+
+/* Returns the name of way bit number `i` ("filler-block", "filler-run",
+ * "slow-beside"), or NULL. */
+const char *hc_way_name (unsigned i);
+
 /* Operations, as indices of the per-operation counters. */
 enum hc_stat_op { HC_STAT_READ = 0, HC_STAT_WRITE = 1 };
 
@@ -95,6 +113,8 @@ struct hc_stats {
                              * returned EIO) */
   uint64_t hint_effects;    /* enum hc_effect bits in force now (a gauge) */
   uint64_t effect_changes;  /* times the evidence changed them since open */
+  uint64_t ways;            /* enum hc_way bits the trials chose (a gauge; 0 but in
+                             * a running volume with background threads) */
   uint64_t meta_flash_bytes; /* the metadata's share of the flash's wear: the fast
                               * tier's journal, checkpoint and superblock writes,
                               * each counted as the whole 4 KiB pages it touches

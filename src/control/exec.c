@@ -81,6 +81,7 @@ global_field (struct hc_stats *s, unsigned i, const char **name)
   case 8: *name = "hint_effects"; return &s->hint_effects;
   case 9: *name = "effect_changes"; return &s->effect_changes;
   case 10: *name = "meta_flash_bytes"; return &s->meta_flash_bytes;
+  case 11: *name = "ways"; return &s->ways;
   default: return NULL;
   }
 }

@@ -418,11 +418,21 @@ hc_volume_set_mode (hc_volume *v, enum hc_mode mode)
   return rc;
 }
 
+/* Does the trial send its work the second way (forced, or as last chosen)? */
+static bool
+trial_chose (const struct hc_trial *t)
+{
+  return t->force ? t->force == 2 : t->alt;
+}
+
 int
 hc_volume_stats (hc_volume *v, struct hc_stats *out)
 {
   hc_lock (&v->lock);
   hc_dir_stats (&v->dir, out);
+  out->ways = (v->filler_started && trial_chose (&v->fill_way[0]) ? HC_WAY_FILL_BLOCK : 0)
+              | (v->filler_started && trial_chose (&v->fill_way[1]) ? HC_WAY_FILL_RUN : 0)
+              | (v->writer_started && trial_chose (&v->write_way) ? HC_WAY_SLOW_BESIDE : 0);
   pthread_mutex_unlock (&v->lock);
   out->meta_flash_bytes = atomic_load_explicit (&v->meta_flash, memory_order_relaxed);
   return 0;
