@@ -37,8 +37,11 @@
 # Prints one row per cell: hintcache, the reference, the cache filter, the
 # two ratios and the goal (hits >= 0.90x file; misses >= 0.50x; bypass >=
 # 0.90x; write-through 1 MiB QD16 write misses >= 0.80x; every cell >= 1.00x
-# the filter), "below" where a goal is not met.  With --tsv FILE, the rows
-# also go to FILE as tab-separated values.
+# the filter), "below" where a goal is not met, and the work hintcache's
+# trials had handed to helper threads at the end of its last run of the
+# cell (`stats`' trial_ways: fills on the filler, write-through's slow
+# writes beside the fast ones; "-": none).  With --tsv FILE, the rows also
+# go to FILE as tab-separated values.
 #
 # Usage: bench_matrix.sh PLUGIN [--seconds S] [--rounds R] [--only REGEX] [--tsv FILE]
 #   --seconds S   length of a hit run (default 3)
@@ -56,7 +59,7 @@ while [ $# -gt 0 ]; do
     --rounds) rounds=$2; shift 2 ;;
     --only) only=$2; shift 2 ;;
     --tsv) tsv=$2; shift 2 ;;
-    -h|--help) sed -n '2,44p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,47p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "bench_matrix: unknown option '$1' (see --help)" >&2; exit 2 ;;
     *) plugin=$1; shift ;;
   esac
@@ -112,6 +115,11 @@ place() {                # place NAME HOW: the working set, by writes or by read
   fi
 }
 
+# The work hintcache's trials hand to helper threads now ("-": none).
+ways() {
+  "$cli" stats --socket "$dir/control.sock" --json | jq -r '.trial_ways | join(",") | if . == "" then "-" else . end'
+}
+
 # A miss or bypass run's amount: enough requests to measure, few enough
 # that the cold region is never read twice (and the cache never fills).
 cold_io() {              # cold_io BS QD
@@ -123,20 +131,20 @@ cold_io() {              # cold_io BS QD
 patterns=("4K random:rand:4k" "64K random:rand:64k" "1M sequential::1M")
 printf 'nbd benchmark matrix: fio --ioengine=nbd, best of %s, hits %s s per run, working set %s\n\n' \
   "$rounds" "$secs" "$ws"
-printf '%-48s %10s %10s %10s %8s %8s  %s\n' cell hintcache reference "cache filt" "vs ref" \
-  "vs filt" goal
-[ -z "$tsv" ] || printf 'cell\tunit\thintcache\treference\tfilter\tvs_ref\tvs_filter\tgoal\tmet\n' >"$tsv"
+printf '%-48s %10s %10s %10s %8s %8s  %-7s %-6s %s\n' cell hintcache reference "cache filt" "vs ref" \
+  "vs filt" goal met ways
+[ -z "$tsv" ] || printf 'cell\tunit\thintcache\treference\tfilter\tvs_ref\tvs_filter\tgoal\tmet\tways\n' >"$tsv"
 below=0
 
-row() {                  # row LABEL UNIT H REF C GOAL
-  local label=$1 unit=$2 h=$3 f=$4 c=$5 goal=$6 vr vc met=yes
+row() {                  # row LABEL UNIT H REF C GOAL WAYS
+  local label=$1 unit=$2 h=$3 f=$4 c=$5 goal=$6 w=$7 vr vc met=yes
   vr=$(awk "BEGIN { printf \"%.2f\", $f ? $h / $f : 0 }")
   vc=$(awk "BEGIN { printf \"%.2f\", $c ? $h / $c : 0 }")
   awk "BEGIN { exit !($vr >= $goal && $vc >= 1.0) }" || { met=no; below=$((below + 1)); }
-  printf '%-48s %10s %10s %10s %7sx %7sx  >= %s%s\n' "$label ($unit)" "$h" "$f" "$c" "$vr" "$vc" \
-    "$goal" "$([ $met = yes ] || echo '  below')"
-  [ -z "$tsv" ] || printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$label" "$unit" "$h" "$f" "$c" \
-    "$vr" "$vc" "$goal" "$met" >>"$tsv"
+  printf '%-48s %10s %10s %10s %7sx %7sx  >= %-4s %-6s %s\n' "$label ($unit)" "$h" "$f" "$c" "$vr" \
+    "$vc" "$goal" "$([ $met = yes ] && echo '' || echo 'below')" "$w"
+  [ -z "$tsv" ] || printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$label" "$unit" "$h" "$f" "$c" \
+    "$vr" "$vc" "$goal" "$met" "$w" >>"$tsv"
 }
 
 wanted() { [ -z "$only" ] || grep -qE -- "$only" <<<"$1"; }
@@ -169,6 +177,7 @@ for mode in writethrough writeback; do
         for s in hintcache file-fast filter; do
           x=$(fio_run "$s" "" "$rw" "$bs" "$qd" 0 "$ws" timed)
           [ "$x" -gt "${best[$label/$s]:-0}" ] && best[$label/$s]=$x
+          [ $s = hintcache ] && best[$label/ways]=$(ways)
         done
       done
     done
@@ -176,7 +185,7 @@ for mode in writethrough writeback; do
       IFS='|' read -r label rw bs qd <<<"$cell"
       unit=IOPS; [ "$bs" = 1M ] && unit=MB/s
       row "$label" "$unit" "${best[$label/hintcache]}" "${best[$label/file-fast]}" \
-        "${best[$label/filter]}" 0.90
+        "${best[$label/filter]}" 0.90 "${best[$label/ways]}"
     done
     unset best
   done
@@ -191,11 +200,12 @@ for mode in writethrough writeback; do
           label="$mode $state: $pname $d QD$qd"
           wanted "$label" || continue
           io=$(cold_io "$bs" "$qd")
-          h=0 f=0 c=0
+          h=0 f=0 c=0 w=-
           for _ in $(seq "$rounds"); do
             start_hintcache "$mode"; start_filter "$mode"
             x=$(fio_run hintcache "$export" "$rand$d" "$bs" "$qd" "$cold_off" 512M "$io")
             [ "$x" -gt "$h" ] && h=$x
+            w=$(ways)
             x=$(fio_run file-slow "" "$rand$d" "$bs" "$qd" "$cold_off" 512M "$io")
             [ "$x" -gt "$f" ] && f=$x
             x=$(fio_run filter "" "$rand$d" "$bs" "$qd" "$cold_off" 512M "$io")
@@ -206,7 +216,7 @@ for mode in writethrough writeback; do
           [ $state = misses ] && [ $mode = writethrough ] && [ $d = write ] && [ "$bs" = 1M ] \
             && [ "$qd" = 16 ] && goal=0.80
           unit=IOPS; [ "$bs" = 1M ] && unit=MB/s
-          row "$label" "$unit" "$h" "$f" "$c" "$goal"
+          row "$label" "$unit" "$h" "$f" "$c" "$goal" "$w"
         done
       done
     done
