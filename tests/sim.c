@@ -525,13 +525,16 @@ fail_now (const char *fmt, ...)
   va_start (ap, fmt);
   vsnprintf (fail_what, sizeof fail_what, fmt, ap);
   va_end (ap);
-  fprintf (stderr, "sim: seed %" PRIu64 ": VIOLATION: %s\n  replay: sim --seed %" PRIu64 "\n",
-           current_seed, fail_what, current_seed);
-  fflush (stderr);
+  fprintf (stderr, "sim: seed %" PRIu64 ": VIOLATION: %s\n", current_seed, fail_what);
 #ifdef SIM_FUZZ
+  fprintf (stderr, "  replay: fuzz_sim INPUT (the input libFuzzer saves for this crash)\n");
+  fflush (stderr);
   abort (); /* a crash libFuzzer keeps the input of (an exit would lose it) */
-#endif
+#else
+  fprintf (stderr, "  replay: sim --seed %" PRIu64 "\n", current_seed);
+  fflush (stderr);
   _exit (1);
+#endif
 }
 
 static void
