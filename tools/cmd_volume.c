@@ -381,6 +381,20 @@ json_stats_members (struct json *j, const struct hc_stats *st, bool stats)
   json_object_end (j);
 }
 
+/* Prints " NAME, NAME" for the bits set in `bits`, " none" for none. */
+static void
+print_bit_names (uint64_t bits, const char *(*name) (unsigned))
+{
+  const char *sep = " ";
+  for (unsigned i = 0; name (i); i++)
+    if (bits >> i & 1) {
+      printf ("%s%s", sep, name (i));
+      sep = ", ";
+    }
+  if (*sep == ' ')
+    printf (" none");
+}
+
 /* The table `stats` prints, for a volume file or a live volume alike. */
 static void
 print_stats_text (const struct hc_stats *st)
@@ -411,22 +425,11 @@ print_stats_text (const struct hc_stats *st)
   printf ("metadata's flash: %.2f MiB (journal, checkpoints, superblocks, in whole 4 KiB "
           "pages)\n", st->meta_flash_bytes / 1048576.0);
   printf ("hint effects in force:");
-  const char *sep = " ";
-  for (unsigned i = 0; hc_effect_name (i); i++)
-    if (st->hint_effects >> i & 1) {
-      printf ("%s%s", sep, hc_effect_name (i));
-      sep = ", ";
-    }
-  printf ("%s (changed %" PRIu64 " times by the cache's evidence since open)\n",
-          *sep == ' ' ? " none" : "", st->effect_changes);
+  print_bit_names (st->hint_effects, hc_effect_name);
+  printf (" (changed %" PRIu64 " times by the cache's evidence since open)\n", st->effect_changes);
   printf ("work on helper threads, as the trials chose:");
-  sep = " ";
-  for (unsigned i = 0; hc_way_name (i); i++)
-    if (st->ways >> i & 1) {
-      printf ("%s%s", sep, hc_way_name (i));
-      sep = ", ";
-    }
-  printf ("%s\n", *sep == ' ' ? " none" : "");
+  print_bit_names (st->ways, hc_way_name);
+  printf ("\n");
 }
 
 /* Writes a label value with the exposition format's escapes. */
